@@ -1,0 +1,240 @@
+# Copyright 2026 The ran_hf authors. Licensed under the Apache License, Version 2.0.
+"""Convert a checkpoint of the authors' `rannet` (TensorFlow) into a ran_hf directory.
+
+    python -m ran_hf.convert_official_checkpoint --checkpoint PATH --config CONFIG.json --output DIR [--vocab vocab.txt]
+
+PATH is the prefix of the released TensorFlow checkpoint (reading it needs `tensorflow`, the `convert` extra), or an
+`.npz` whose keys are the released variable names (`rannet/token-embedding/embeddings`,
+`rannet/ran-0/encode-attn/dense-q/kernel`, ...). An `.npz` laid out like the golden fixtures of this project
+(`w/<keras name>` keys plus `weight_names_json`) is accepted too. CONFIG is the authors' `config.json`.
+
+DIR receives `config.json` and `model.safetensors` (the masked-LM head is kept when the checkpoint has it), and,
+with `--vocab`, the tokenizer. `RANModel.from_pretrained(DIR)` loads it.
+
+Layout changes (the converted model computes the same function):
+* Keras kernels are `(in, out)`; `nn.Linear.weight` is `(out, in)`.
+* q/k/v of the window attention are stored as one `qkv` projection; k/v of memory review as one `kv`; the `t` and
+  `g` halves of every GLU as one `proj`.
+* The authors rotate interleaved pairs; ran_hf rotates half-split pairs, so the columns of q and k are permuted
+  inside every head to `[0, 2, 4, ..., 1, 3, 5, ...]` (attention scores are unchanged).
+"""
+
+import argparse
+import json
+import logging
+import os
+import re
+
+import numpy as np
+import torch
+
+
+logger = logging.getLogger(__name__)
+
+PREFIX = "rannet/"
+
+
+def ran_config_kwargs(official: dict, cell_pooling: str | None = None) -> dict:
+    """Map the authors' `config.json` to `RANConfig` keyword arguments.
+
+    The authors' code ignores `cell_pooling` from its config file (a truthy keyword default wins, so released
+    models pool with `"last"`); the converter follows the code unless `cell_pooling` is given explicitly.
+    """
+    missing = [k for k in ("vocab_size", "embedding_size") if k not in official]
+    if missing:
+        raise ValueError(f"official config: missing required keys {missing}.")
+    if official.get("cell_pooling", "last") != "last" and cell_pooling is None:
+        logger.warning(
+            "config.json says cell_pooling=%r, but rannet 0.3.1 ignores it and pools with 'last'; converting with "
+            "'last'. Pass --cell-pooling to override.", official["cell_pooling"]
+        )
+    dropout = float(official.get("dropout_rate", 0.1))
+    return dict(
+        vocab_size=int(official["vocab_size"]),
+        hidden_size=int(official["embedding_size"]),
+        num_hidden_layers=int(official.get("ran_layers", 2)),
+        num_attention_heads=int(official.get("head_num", 8)),
+        attention_head_size=int(official.get("head_size", 128)),
+        window_size=int(official.get("window_size", 256)),
+        min_window_size=int(official.get("min_window_size", 16)),
+        hidden_dropout_prob=dropout,
+        attention_probs_dropout_prob=dropout,
+        initializer_range=float(official.get("kernel_initializer_range", 0.02)),
+        cell_pooling=cell_pooling or "last",
+        hidden_act="swish",
+        layer_norm_eps=1e-7,
+        pad_token_id=0,
+    )
+
+
+def _rotary_permutation(num_heads: int, head_size: int) -> np.ndarray:
+    """Column order that turns interleaved rotary pairs into half-split ones, inside every head."""
+    within = np.concatenate([np.arange(0, head_size, 2), np.arange(1, head_size, 2)])
+    return (np.arange(num_heads)[:, None] * head_size + within[None, :]).reshape(-1)
+
+
+def convert_official_weights(weights: dict, num_heads: int, head_size: int) -> dict:
+    """Released variable names -> ran_hf state dict of a `RANForMaskedLM` (keys `ran.*` and, if present,
+    `lm_head.*`). Raises `KeyError` naming any variable that is missing or left over."""
+    weights = {k[len(PREFIX):] if k.startswith(PREFIX) else k: np.asarray(v) for k, v in weights.items()}
+    used = set()
+
+    def take(name):
+        if name not in weights:
+            raise KeyError(f"checkpoint has no variable '{PREFIX}{name}'")
+        used.add(name)
+        return weights[name]
+
+    def linear(name, columns=None):
+        kernel = take(f"{name}/kernel")
+        if columns is not None:
+            kernel = kernel[:, columns]
+        out = {"weight": kernel.T}
+        if f"{name}/bias" in weights:
+            bias = take(f"{name}/bias")
+            out["bias"] = bias if columns is None else bias[columns]
+        return out
+
+    def merged(*parts):
+        return {key: np.concatenate([p[key] for p in parts], axis=0) for key in parts[0]}
+
+    def norm(name):
+        return {"weight": take(f"{name}/gamma"), "bias": take(f"{name}/beta")}
+
+    state = {}
+
+    def put(prefix, tensors):
+        for key, value in tensors.items():
+            state[f"{prefix}.{key}"] = torch.from_numpy(np.ascontiguousarray(value, dtype=np.float32))
+
+    put("ran.embeddings.word_embeddings", {"weight": take("token-embedding/embeddings")})
+    put("ran.embeddings.norm", norm("embedding-layernorm"))
+    layer_ids = sorted({int(m.group(1)) for k in weights if (m := re.match(r"ran-(\d+)/", k))})
+    if layer_ids != list(range(len(layer_ids))) or not layer_ids:
+        raise KeyError(f"checkpoint RAN layers are {layer_ids}; expected ran-0 .. ran-N")
+    rotary = _rotary_permutation(num_heads, head_size)
+    for i in layer_ids:
+        src, dst = f"ran-{i}", f"ran.layers.{i}"
+        put(f"{dst}.window_attention.qkv", merged(
+            linear(f"{src}/encode-attn/dense-q", rotary), linear(f"{src}/encode-attn/dense-k", rotary),
+            linear(f"{src}/encode-attn/dense-v")))
+        put(f"{dst}.window_attention.o", linear(f"{src}/encode-attn/dense-o"))
+        put(f"{dst}.window_attention.glu.proj", merged(
+            linear(f"{src}/encode-attn/glu/dense-t"), linear(f"{src}/encode-attn/glu/dense-g")))
+        put(f"{dst}.window_attention.norm", norm(f"{src}/encode-attn/layernorm"))
+        put(f"{dst}.cell_initializer", linear(f"{src}/cell-initializer"))
+        put(f"{dst}.cell_initializer_norm", norm(f"{src}/cell-initializer-layernorm"))
+        put(f"{dst}.cell_glu.proj", merged(linear(f"{src}/cell-glu/dense-t"), linear(f"{src}/cell-glu/dense-g")))
+        put(f"{dst}.cell_residual_norm", norm(f"{src}/cell-residual-layernorm"))
+        put(f"{dst}.concat_norm", norm(f"{src}/concat-layernorm"))
+        if f"{src}/output-attn/dense-q/kernel" in weights:
+            put(f"{dst}.memory_review.q", linear(f"{src}/output-attn/dense-q"))
+            put(f"{dst}.memory_review.kv", merged(
+                linear(f"{src}/output-attn/dense-k"), linear(f"{src}/output-attn/dense-v")))
+            put(f"{dst}.memory_review.o", linear(f"{src}/output-attn/dense-o"))
+            put(f"{dst}.memory_review.glu.proj", merged(
+                linear(f"{src}/output-attn/glu/dense-t"), linear(f"{src}/output-attn/glu/dense-g")))
+            put(f"{dst}.memory_review.norm", norm(f"{src}/output-attn/layernorm"))
+        else:
+            put(f"{dst}.output_norm", norm(f"{src}/output-layernorm"))
+    if "output-cell-dense/kernel" in weights:
+        put("ran.pooler.cell_dense", linear("output-cell-dense"))
+        put("ran.pooler.cell_glu.proj", merged(linear("output-cell-glu/dense-t"), linear("output-cell-glu/dense-g")))
+        put("ran.pooler.pooling_dense", linear("output-pooling-dense"))
+    if "mlm-hidden/dense/kernel" in weights:
+        put("lm_head.dense", linear("mlm-hidden/dense"))
+        put("lm_head.norm", norm("mlm-hidden/layernorm"))
+        put("lm_head", {"bias": take("mlm-matching/bias")})
+    unused = sorted(set(weights) - used)
+    if unused:
+        raise KeyError(f"checkpoint variables not understood: {[PREFIX + k for k in unused]}")
+    return state
+
+
+def read_checkpoint(path: str) -> dict:
+    """Released variable name -> array, from an `.npz` or a TensorFlow checkpoint prefix."""
+    if path.endswith(".npz"):
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"--checkpoint: no such file {path}")
+        with np.load(path) as npz:
+            if "weight_names_json" in npz.files:  # golden-fixture layout: w/<keras name> keys plus a name table
+                table = json.loads(str(npz["weight_names_json"]))
+                return {released: npz[key] for key, _, released in table}
+            return {key: npz[key] for key in npz.files}
+    try:
+        import tensorflow as tf
+    except ImportError as error:
+        raise ImportError(
+            "Reading a TensorFlow checkpoint needs tensorflow: `pip install ran_hf[convert]`, or pass an .npz of the "
+            "variables instead."
+        ) from error
+    reader = tf.train.load_checkpoint(path)
+    weights = {}
+    for name in reader.get_variable_to_shape_map():
+        clean = name.split("/.ATTRIBUTES")[0]
+        if clean.startswith(PREFIX) and not re.search(r"/(adam|Adam|_optimizer|slot)", clean):
+            weights[clean] = reader.get_tensor(name)
+    if not weights:
+        raise KeyError(f"no '{PREFIX}*' variables in checkpoint {path}")
+    return weights
+
+
+def convert(checkpoint: str, config_path: str, output_dir: str, vocab: str | None = None,
+            cell_pooling: str | None = None) -> str:
+    """Write a ran_hf directory converted from the authors' checkpoint; returns `output_dir`."""
+    from .configuration_ran import RANConfig
+    from .modeling_ran import RANModel
+
+    if not os.path.isfile(config_path):
+        raise FileNotFoundError(f"--config: no such file {config_path}")
+    with open(config_path) as f:
+        official = json.load(f)
+    config = RANConfig(**ran_config_kwargs(official, cell_pooling))
+    state = convert_official_weights(read_checkpoint(checkpoint), config.num_attention_heads,
+                                     config.attention_head_size)
+    has_mlm = "lm_head.bias" in state
+    config.architectures = ["RANForMaskedLM" if has_mlm else "RANModel"]
+    os.makedirs(output_dir, exist_ok=True)
+    from safetensors.torch import save_file
+
+    if not has_mlm:
+        state = {k[len("ran."):]: v for k, v in state.items()}
+    # check that the state dict fits the model before writing anything
+    model = RANModel(config, add_pooling_layer="ran.pooler.cell_dense.weight" in state or
+                     "pooler.cell_dense.weight" in state)
+    base = {k[len("ran."):] if k.startswith("ran.") else k: v for k, v in state.items() if not k.startswith("lm_head")}
+    missing, unexpected = model.load_state_dict(base, strict=False)
+    if missing or unexpected:
+        raise KeyError(f"converted weights do not fit RANModel: missing {missing}, unexpected {unexpected}")
+    save_file(state, os.path.join(output_dir, "model.safetensors"), metadata={"format": "pt"})
+    config.save_pretrained(output_dir)
+    if vocab is not None:
+        _save_tokenizer(vocab, output_dir)
+    return output_dir
+
+
+def _save_tokenizer(vocab: str, output_dir: str):
+    """The authors' WordPiece vocabulary (lower-cased, BERT-style) as a fast tokenizer without a 512 cap."""
+    from transformers import BertTokenizerFast
+
+    if not os.path.isfile(vocab):
+        raise FileNotFoundError(f"--vocab: no such file {vocab}")
+    tokenizer = BertTokenizerFast(vocab_file=vocab, do_lower_case=True, model_max_length=int(1e30))
+    tokenizer.save_pretrained(output_dir)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--checkpoint", required=True, help="TF checkpoint prefix, or .npz of the variables")
+    parser.add_argument("--config", required=True, help="the authors' config.json")
+    parser.add_argument("--output", required=True, help="directory to write")
+    parser.add_argument("--vocab", default=None, help="the authors' vocab.txt (WordPiece, lower-cased)")
+    parser.add_argument("--cell-pooling", choices=["last", "mean", "max"], default=None,
+                        help="override the cell pooling (rannet 0.3.1 always uses 'last')")
+    args = parser.parse_args(argv)
+    out = convert(args.checkpoint, args.config, args.output, args.vocab, args.cell_pooling)
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

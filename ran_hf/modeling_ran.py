@@ -1,0 +1,780 @@
+# Copyright 2026 The ran_hf authors. Licensed under the Apache License, Version 2.0.
+"""PyTorch Recurrent Attention Network (RAN, Li et al., ACL 2023, arXiv 2306.06843).
+
+A document is cut into windows of `window_size` tokens. Each RAN layer carries one vector, the global perception
+cell (GPC), from window to window: the cell is prepended to the window as an extra row, attends with the window's
+tokens under rotary positions, and its output becomes the next window's cell through a GLU residual. Memory review
+lets every token attend to the history of window cells.
+
+Equation numbers refer to the paper. Numerically the bidirectional encoder reproduces the authors' package
+`rannet==0.3.1` on unpadded input (uncentred norms, swish projections, interleaved rotary with the cell at position
+0, GLU residuals, the `min_window_size` merge), and departs from it where it is wrong:
+
+* every row is split into windows by its own real length; pads never touch the cell, memory review or pooling,
+  so outputs do not depend on padding or batch-mates;
+* the causal mode ([`RANForCausalLM`]) lets the cell read its whole window, so context crosses windows, and keeps
+  every output independent of later tokens (see `RANModel.forward`).
+
+Fast path: all token projections and all windows' attention run batched over the windows; only the cell chain
+(a few D x D mat-vecs per window) is sequential.
+"""
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from transformers import initialization as init
+from transformers.activations import ACT2FN
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_utils import PreTrainedModel
+from transformers.utils import ModelOutput, logging
+
+from .configuration_ran import RANConfig
+
+
+logger = logging.get_logger(__name__)
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Small blocks
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+def standard_normalize(x: torch.Tensor, eps: float) -> torch.Tensor:
+    """The authors' `standard_normalize`: `(x - mean(x)) / sqrt(mean(x**2) + eps)` over the last axis.
+
+    The denominator is the uncentred second moment, not the variance (so this is not `nn.LayerNorm`). Computed in
+    float32 and returned in the input dtype.
+    """
+    x32 = x.float()
+    mean = x32.mean(-1, keepdim=True)
+    second_moment = x32.square().mean(-1, keepdim=True)
+    return ((x32 - mean) * torch.rsqrt(second_moment + eps)).to(x.dtype)
+
+
+class RANNorm(nn.Module):
+    """The authors' LayerNorm: `standard_normalize(x) * weight + bias` (uncentred second moment, eps 1e-7)."""
+
+    def __init__(self, hidden_size: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.bias = nn.Parameter(torch.zeros(hidden_size))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x32 = x.float()
+        mean = x32.mean(-1, keepdim=True)
+        second_moment = x32.square().mean(-1, keepdim=True)
+        out = torch.addcmul(self.bias.float(), (x32 - mean) * torch.rsqrt(second_moment + self.eps), self.weight.float())
+        return out.to(x.dtype)
+
+
+class RANGLU(nn.Module):
+    """Gated linear unit `(x W_t + b_t) * sigmoid(x W_g + b_g)`, both halves in one `D -> 2D` projection."""
+
+    def __init__(self, hidden_size: int):
+        super().__init__()
+        self.proj = nn.Linear(hidden_size, 2 * hidden_size)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        transform, gate = self.proj(x).chunk(2, dim=-1)
+        return transform * torch.sigmoid(gate)
+
+
+class RANRotaryEmbedding(nn.Module):
+    """Rotary positions inside a window (RoFormer). The cell sits at position 0, a window's tokens at 1..T.
+
+    The authors rotate interleaved pairs `(x[2j], x[2j+1])`. This module rotates the half-split pairs
+    `(x[j], x[j + d/2])` instead; the converter permutes the columns of the q and k projections inside every head
+    to `[0, 2, 4, ..., 1, 3, 5, ...]`, which gives the same attention scores exactly.
+    """
+
+    def __init__(self, config: RANConfig):
+        super().__init__()
+        head_size = config.attention_head_size
+        inv_freq = 1.0 / (config.rope_theta ** (torch.arange(0, head_size, 2, dtype=torch.float32) / head_size))
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    def forward(self, num_positions: int, device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and sin of shape (num_positions, d) for positions 1..num_positions (the window's tokens)."""
+        positions = torch.arange(1, num_positions + 1, device=device, dtype=torch.float32)
+        angles = torch.outer(positions, self.inv_freq.to(device))
+        angles = torch.cat([angles, angles], dim=-1)
+        return angles.cos().to(dtype), angles.sin().to(dtype)
+
+
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate the half-split pairs of `x` (..., T, heads, d) by the angles of positions 1..T (cos/sin: (T, d))."""
+    half = x.shape[-1] // 2
+    rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+    return x * cos[:, None, :] + rotated * sin[:, None, :]
+
+
+def eager_attention_forward(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    dropout: float = 0.0,
+    training: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Plain softmax attention. query (N, H, Q, d), key/value (N, H, K, d), attention_mask bool (N, 1|H, Q|1, K),
+    True = attend. Returns the output (N, H, Q, d) and the probabilities (N, H, Q, K)."""
+    scores = torch.matmul(query, key.transpose(-1, -2)) / math.sqrt(query.shape[-1])
+    if attention_mask is not None:
+        scores = scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
+    probs = F.softmax(scores.float(), dim=-1).to(query.dtype)
+    probs = F.dropout(probs, p=dropout, training=training)
+    return torch.matmul(probs, value), probs
+
+
+def sdpa_attention_forward(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    dropout: float = 0.0,
+    training: bool = False,
+) -> tuple[torch.Tensor, None]:
+    """Same contract as `eager_attention_forward`, through `torch.nn.functional.scaled_dot_product_attention`."""
+    output = F.scaled_dot_product_attention(
+        query, key, value, attn_mask=attention_mask, dropout_p=dropout if training else 0.0
+    )
+    return output, None
+
+
+ATTENTION_FUNCTIONS = {"eager": eager_attention_forward, "sdpa": sdpa_attention_forward}
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Window layout: which token of which row sits in which window slot
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class RANWindowLayout:
+    """How a batch is cut into windows. Every row is split by its own real length, the same way for every layer.
+
+    The windows of all rows live on one grid of `num_windows` windows x `window_capacity` slots. Window `i` of a row
+    of real length `n_tokens` covers its real tokens `[i*W, (i+1)*W)`; its last window takes the remainder, merged
+    into the window before when shorter than `min_window_size` (so a slot index can reach `W + min_window_size - 2`).
+
+    Attributes:
+        token_mask: (B, num_windows, window_capacity) bool, True on slots that hold a real token.
+        window_mask: (B, num_windows) bool, True on windows that hold at least one real token.
+        lengths: (B,) number of real tokens per row.
+        windows_per_row: (B,) number of real windows per row.
+        gather_index: (B * num_windows * window_capacity,) flat index into the (B * L) input positions for each slot,
+            or None when the grid is a plain reshape of the padded input.
+        scatter_index: (B * L,) flat index into the grid for each input position (pads point at slot 0 and are
+            zeroed by `sequence_mask`), or None as above.
+        sequence_mask: (B, L) bool mask of real input positions.
+    """
+
+    token_mask: torch.Tensor
+    window_mask: torch.Tensor
+    lengths: torch.Tensor
+    windows_per_row: torch.Tensor
+    sequence_mask: torch.Tensor
+    gather_index: torch.Tensor | None
+    scatter_index: torch.Tensor | None
+    num_windows: int
+    window_capacity: int
+    all_real: bool
+
+    @classmethod
+    def from_mask(cls, sequence_mask: torch.Tensor, window_size: int, min_window_size: int) -> "RANWindowLayout":
+        batch_size, seq_len = sequence_mask.shape
+        device = sequence_mask.device
+        lengths = sequence_mask.sum(-1)
+        windows_per_row = _windows_per_row(lengths, window_size, min_window_size)
+        last_window_size = lengths - (windows_per_row - 1).clamp(min=0) * window_size
+        num_windows = max(int(windows_per_row.max()), 1)
+        window_capacity = max(int(last_window_size.max()), min(window_size, seq_len), 1)
+        if bool(windows_per_row.max() > 1):
+            window_capacity = max(window_capacity, window_size)
+
+        window_index = torch.arange(num_windows, device=device)
+        slot_index = torch.arange(window_capacity, device=device)
+        # sizes of every window of every row: W for the windows before the last, the remainder for the last one
+        window_sizes = torch.where(
+            window_index[None, :] < (windows_per_row[:, None] - 1),
+            torch.full_like(window_index[None, :], window_size),
+            torch.where(window_index[None, :] == windows_per_row[:, None] - 1, last_window_size[:, None], 0),
+        )
+        token_mask = slot_index[None, None, :] < window_sizes[:, :, None]
+        window_mask = window_sizes > 0
+
+        all_real = bool(sequence_mask.all())
+        right_padded = bool((sequence_mask == (torch.arange(seq_len, device=device)[None, :] < lengths[:, None])).all())
+        plain_reshape = right_padded and window_capacity == min(window_size, seq_len) and (
+            all_real or seq_len <= num_windows * window_capacity
+        ) and bool((windows_per_row == torch.div(lengths + window_size - 1, window_size, rounding_mode="floor")).all())
+        if plain_reshape:
+            return cls(token_mask, window_mask, lengths, windows_per_row, sequence_mask, None, None, num_windows,
+                       window_capacity, all_real)
+
+        # position of each real token once the row's real tokens are packed to the left, in order
+        packed_source = torch.argsort((~sequence_mask).to(torch.int8), dim=-1, stable=True)
+        token_position = window_index[:, None] * window_size + slot_index[None, :]  # (n, C)
+        source = torch.gather(packed_source, 1, token_position.clamp(max=seq_len - 1).reshape(1, -1).expand(batch_size, -1))
+        source = torch.where(token_mask.reshape(batch_size, -1), source, 0)
+        row_offset = torch.arange(batch_size, device=device)[:, None] * seq_len
+        gather_index = (source + row_offset).reshape(-1)
+
+        grid_slot = torch.arange(num_windows * window_capacity, device=device).reshape(1, -1).expand(batch_size, -1)
+        scatter = torch.zeros(batch_size, seq_len, dtype=torch.long, device=device)
+        valid = token_mask.reshape(batch_size, -1)
+        grid_offset = torch.arange(batch_size, device=device)[:, None] * (num_windows * window_capacity)
+        scatter[valid.nonzero(as_tuple=True)[0], source[valid]] = (grid_slot + grid_offset)[valid]
+        return cls(token_mask, window_mask, lengths, windows_per_row, sequence_mask, gather_index,
+                   scatter.reshape(-1), num_windows, window_capacity, all_real)
+
+    def to_grid(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, L, ...) sequence -> (B, num_windows, window_capacity, ...) grid; empty slots are zero."""
+        batch_size, seq_len = x.shape[:2]
+        if self.gather_index is None:
+            pad = self.num_windows * self.window_capacity - seq_len
+            if pad:
+                x = F.pad(x, (0, 0) * (x.dim() - 2) + (0, pad))
+            grid = x.reshape(batch_size, self.num_windows, self.window_capacity, *x.shape[2:])
+        else:
+            grid = x.reshape(batch_size * seq_len, *x.shape[2:])[self.gather_index]
+            grid = grid.reshape(batch_size, self.num_windows, self.window_capacity, *x.shape[2:])
+        if not self.all_real or self.gather_index is not None:
+            grid = grid * self.token_mask.reshape(*self.token_mask.shape, *([1] * (x.dim() - 2))).to(grid.dtype)
+        return grid
+
+    def to_sequence(self, grid: torch.Tensor) -> torch.Tensor:
+        """(B, num_windows, window_capacity, ...) grid -> (B, L, ...) sequence; pad positions are zero."""
+        batch_size, seq_len = self.sequence_mask.shape
+        feature_shape = grid.shape[3:]
+        if self.gather_index is None:
+            x = grid.reshape(batch_size, -1, *feature_shape)[:, :seq_len]
+        else:
+            x = grid.reshape(-1, *feature_shape)[self.scatter_index].reshape(batch_size, seq_len, *feature_shape)
+        if not self.all_real:
+            x = x * self.sequence_mask.reshape(batch_size, seq_len, *([1] * len(feature_shape))).to(x.dtype)
+        return x
+
+
+def _windows_per_row(lengths: torch.Tensor, window_size: int, min_window_size: int) -> torch.Tensor:
+    """Number of windows of a row of `lengths` real tokens (authors' split, SPEC section 3): ceil(L / W), minus one
+    when L > W and the remainder is shorter than `min_window_size` (it is merged into the window before)."""
+    count = torch.div(lengths + window_size - 1, window_size, rounding_mode="floor")
+    remainder = lengths - (count - 1).clamp(min=0) * window_size
+    merge = (count > 1) & (remainder < min_window_size)
+    return count - merge.long()
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# RAN layer
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+class RANEmbeddings(nn.Module):
+    """Token embedding, norm and dropout. RAN has no absolute position embedding (positions are rotary, per window)."""
+
+    def __init__(self, config: RANConfig):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=None)
+        self.norm = RANNorm(config.hidden_size, config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, input_ids: torch.Tensor | None = None, inputs_embeds: torch.Tensor | None = None) -> torch.Tensor:
+        if inputs_embeds is None:
+            inputs_embeds = self.word_embeddings(input_ids)
+        return self.dropout(self.norm(inputs_embeds))
+
+
+class RANWindowAttention(nn.Module):
+    """`PosMHA` of a window with the cell as its first row (paper eqs. 3-5; the authors' `encode-attn`).
+
+    q, k, v and the output projection all carry an activation (swish). The output is `norm(o + GLU(z))`, a GLU
+    residual of the attention input `z`.
+    """
+
+    def __init__(self, config: RANConfig):
+        super().__init__()
+        self.config = config
+        self.num_heads = config.num_attention_heads
+        self.head_size = config.attention_head_size
+        self.all_head_size = config.all_head_size
+        self.qkv = nn.Linear(config.hidden_size, 3 * self.all_head_size)
+        self.o = nn.Linear(self.all_head_size, config.hidden_size)
+        self.glu = RANGLU(config.hidden_size)
+        self.norm = RANNorm(config.hidden_size, config.layer_norm_eps)
+        self.act = ACT2FN[config.hidden_act]
+        self.attention_dropout = config.attention_probs_dropout_prob
+        self.hidden_dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def project(self, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(..., D) -> q, k, v, each (..., H, d), activation applied, not rotated."""
+        qkv = self.act(self.qkv(z)).unflatten(-1, (3, self.num_heads, self.head_size))
+        return qkv.unbind(-3)
+
+    def finish(self, attended: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        """Output projection, GLU residual of the input and norm: (..., H*d), (..., D) -> (..., D)."""
+        out = self.hidden_dropout(self.act(self.o(attended)))
+        return self.norm(out + self.glu(z))
+
+
+class RANMemoryReview(nn.Module):
+    """Memory review (paper section 3.3, the authors' `output-attn`): every token attends to the window cells.
+
+    One head of width D, scale 1/sqrt(D), activations on q, k, v and o, and a GLU residual of the *projected* query.
+    """
+
+    def __init__(self, config: RANConfig):
+        super().__init__()
+        hidden_size = config.hidden_size
+        self.q = nn.Linear(hidden_size, hidden_size)
+        self.kv = nn.Linear(hidden_size, 2 * hidden_size)
+        self.o = nn.Linear(hidden_size, hidden_size)
+        self.glu = RANGLU(hidden_size)
+        self.norm = RANNorm(hidden_size, config.layer_norm_eps)
+        self.act = ACT2FN[config.hidden_act]
+        self.attention_dropout = nn.Dropout(config.attention_probs_dropout_prob)
+        self.hidden_dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(
+        self, tokens: torch.Tensor, cells: torch.Tensor, cell_mask: torch.Tensor, output_attentions: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """
+        Args:
+            tokens: (B, N, D) token outputs of the window attention (N tokens, any layout).
+            cells: (B, K, D) the cells to review.
+            cell_mask: (B, K) or (B, N, K) bool, True where a token may read a cell.
+        Returns:
+            (B, N, D) reviewed tokens, and the (B, N, K) probabilities when `output_attentions`.
+        """
+        query = self.act(self.q(tokens))
+        key, value = self.act(self.kv(cells)).chunk(2, dim=-1)
+        scores = torch.matmul(query, key.transpose(-1, -2)) / math.sqrt(query.shape[-1])
+        if cell_mask.dim() == 2:
+            cell_mask = cell_mask[:, None, :]
+        scores = scores.masked_fill(~cell_mask, torch.finfo(scores.dtype).min)
+        # a row with no cell to read (an all-pad row) gets a zero review instead of a uniform average
+        probs = F.softmax(scores.float(), dim=-1).to(query.dtype) * cell_mask.to(query.dtype)
+        probs = self.attention_dropout(probs)
+        out = self.hidden_dropout(self.act(self.o(torch.matmul(probs, value))))
+        return self.norm(out + self.glu(query)), (probs if output_attentions else None)
+
+
+@dataclass
+class RANLayerOutput(ModelOutput):
+    hidden_states: torch.Tensor
+    last_cell: torch.Tensor | None = None
+    cells: torch.Tensor | None = None
+    window_attentions: torch.Tensor | None = None
+    memory_review_attentions: torch.Tensor | None = None
+
+
+class RANLayer(GradientCheckpointingLayer):
+    """One RAN layer over a window grid (paper Fig. 2). Per window i, with `s_{i-1}` the incoming cell:
+
+        z            = norm([s_{i-1}; X_i])                               concat norm, per row
+        z'           = PosMHA(z)                                          eqs. 3-5
+        c_i, Y_i     = SN(z'[0]), SN(z'[1:])                              eq. 6 (standard normalisation)
+        s_i          = c_1 if i == 1 else norm(c_i + GLU(c_{i-1}))        eq. 7, residual of the pre-residual cell
+        out          = MemoryReview(Y, [c_1 .. c_n])                      eqs. 8-9
+
+    Fast path: the row norm and q/k/v of every token of every window are computed at once; the sequential cell
+    chain needs only the cell row's q/k/v and its attention over the window's precomputed keys; then all windows'
+    token attention runs as one batched attention call with the cell key/value prepended.
+    """
+
+    def __init__(self, config: RANConfig, layer_idx: int):
+        super().__init__()
+        self.config = config
+        self.layer_idx = layer_idx
+        hidden_size = config.hidden_size
+        self.concat_norm = RANNorm(hidden_size, config.layer_norm_eps)
+        self.window_attention = RANWindowAttention(config)
+        self.cell_initializer = nn.Linear(hidden_size, hidden_size, bias=False)
+        self.cell_initializer_norm = RANNorm(hidden_size, config.layer_norm_eps)
+        self.cell_glu = RANGLU(hidden_size)
+        self.cell_residual_norm = RANNorm(hidden_size, config.layer_norm_eps)
+        if config.use_memory_review:
+            self.memory_review = RANMemoryReview(config)
+        else:
+            self.output_norm = RANNorm(hidden_size, config.layer_norm_eps)
+        self.act = ACT2FN[config.hidden_act]
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.eps = config.layer_norm_eps
+        self.rotary = RANRotaryEmbedding(config) if config.use_rotary else None
+
+    def initial_cell(self, cell: torch.Tensor | None, batch_size: int, like: torch.Tensor) -> torch.Tensor:
+        """`s_0` per row: a given non-zero cell is used as it is; a zero or missing one goes through the cell
+        initializer, `norm(act(c W_init))` (which is the norm's bias for a zero cell). The authors decide this for
+        the whole batch at once; here it is decided per row."""
+        zero = like.new_zeros(batch_size, self.config.hidden_size)
+        initialized = self.dropout(self.cell_initializer_norm(self.act(self.cell_initializer(zero if cell is None else cell))))
+        if cell is None:
+            return initialized
+        is_zero = (cell == 0).all(-1, keepdim=True)
+        return torch.where(is_zero, initialized, cell.to(initialized.dtype))
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        cell: torch.Tensor | None,
+        layout: RANWindowLayout,
+        output_attentions: bool = False,
+    ) -> RANLayerOutput:
+        """
+        Args:
+            hidden_states: (B, n, C, D) tokens on the window grid of `layout`.
+            cell: (B, D) incoming cell (the previous layer's last cell, or the user's `initial_cell`), or None.
+        Returns:
+            `RANLayerOutput` with hidden_states (B, n, C, D), last_cell (B, D), cells (B, n, D) (zero on pad
+            windows), and with `output_attentions` the window attentions (B, n, H, C, 1+C) (key 0 is the cell) and
+            the memory review attentions (B, n*C, n).
+        """
+        batch_size, num_windows, capacity, _ = hidden_states.shape
+        attention = self.window_attention
+        num_heads, head_size = attention.num_heads, attention.head_size
+
+        # 1. all tokens at once: norm, q/k/v, rotary at positions 1..C
+        z_tokens = self.dropout(self.concat_norm(hidden_states))
+        q_tokens, k_tokens, v_tokens = attention.project(z_tokens)  # (B, n, C, H, d) each
+        if self.rotary is not None:
+            cos, sin = self.rotary(capacity, hidden_states.device, q_tokens.dtype)
+            q_tokens = apply_rotary(q_tokens, cos, sin)
+            k_tokens = apply_rotary(k_tokens, cos, sin)
+
+        # 2. the cell chain: sequential over windows, batched over rows
+        s = self.initial_cell(cell, batch_size, hidden_states)
+        keys_by_window = k_tokens.unbind(1)  # unbind, not slicing: one backward node for all windows
+        values_by_window = v_tokens.unbind(1)
+        masks_by_window = layout.token_mask.unbind(1)
+        cell_keys, cell_values, history = [], [], []
+        previous_c = None
+        last_window = layout.windows_per_row - 1
+        for i in range(num_windows):
+            z_cell = self.dropout(self.concat_norm(s))
+            q_cell, k_cell, v_cell = attention.project(z_cell)  # (B, H, d); position 0: no rotation
+            cell_keys.append(k_cell)
+            cell_values.append(v_cell)
+            c = self._cell_row(attention, z_cell, q_cell, k_cell, v_cell, keys_by_window[i], values_by_window[i],
+                               masks_by_window[i])
+            if i == 0 or not self.config.use_cell_residual:
+                new_s = c
+            else:
+                new_s = self.cell_residual_norm(c + self.cell_glu(previous_c))  # eq. 7
+                if self.training and self.dropout.p > 0:
+                    # the authors drop out the new cell in every window but the last
+                    new_s = torch.where((last_window > i)[:, None], self.dropout(new_s), new_s)
+            if layout.all_real:
+                s, previous_c = new_s, c
+            else:
+                valid = layout.window_mask[:, i, None]
+                s = torch.where(valid, new_s, s)
+                previous_c = c if previous_c is None else torch.where(valid, c, previous_c)
+            history.append(c)
+        cells = torch.stack(history, dim=1)  # (B, n, D), pre-residual cells c_i
+        if not layout.all_real:
+            cells = cells * layout.window_mask[..., None].to(cells.dtype)
+
+        # 3. all windows' token attention in one call, the cell key/value of each window prepended
+        keys = torch.cat([torch.stack(cell_keys, 1)[:, :, None], k_tokens], dim=2)  # (B, n, 1+C, H, d)
+        values = torch.cat([torch.stack(cell_values, 1)[:, :, None], v_tokens], dim=2)
+        query = q_tokens.transpose(2, 3).flatten(0, 1)  # (B*n, H, C, d)
+        keys = keys.transpose(2, 3).flatten(0, 1)
+        values = values.transpose(2, 3).flatten(0, 1)
+        key_mask = None
+        if not bool(layout.token_mask.all()):
+            cell_key = layout.token_mask.new_ones(batch_size, num_windows, 1)
+            key_mask = torch.cat([cell_key, layout.token_mask], dim=2).reshape(batch_size * num_windows, 1, 1, -1)
+        implementation = "eager" if output_attentions else self.config._attn_implementation
+        attention_forward = ATTENTION_FUNCTIONS.get(implementation, sdpa_attention_forward)
+        attended, window_probs = attention_forward(
+            query, keys, values, key_mask, dropout=attention.attention_dropout, training=self.training
+        )
+        attended = attended.transpose(1, 2).reshape(batch_size, num_windows, capacity, num_heads * head_size)
+        y_tokens = self.dropout(standard_normalize(attention.finish(attended, z_tokens), self.eps))  # eq. 6
+
+        # 4. memory review of all tokens over the history
+        review_probs = None
+        if self.config.use_memory_review:
+            cell_mask = layout.window_mask
+            out, review_probs = self.memory_review(
+                y_tokens.reshape(batch_size, num_windows * capacity, -1), cells, cell_mask, output_attentions
+            )
+            out = out.reshape(batch_size, num_windows, capacity, -1)
+        else:
+            out = self.output_norm(y_tokens)
+        if window_probs is not None:
+            window_probs = window_probs.reshape(batch_size, num_windows, num_heads, capacity, capacity + 1)
+        return RANLayerOutput(out, s, cells, window_probs, review_probs)
+
+    def _cell_row(self, attention, z_cell, q_cell, k_cell, v_cell, k_window, v_window, window_mask) -> torch.Tensor:
+        """The cell row of one window: attends over `[cell; window tokens]`, then output projection, GLU residual,
+        norm and standard normalisation (eqs. 3-6). Shapes: q/k/v_cell (B, H, d), k/v_window (B, C, H, d),
+        window_mask (B, C). Returns the new pre-residual cell c_i (B, D)."""
+        scale = 1.0 / math.sqrt(attention.head_size)
+        score_cell = (q_cell * k_cell).sum(-1, keepdim=True) * scale  # (B, H, 1)
+        score_tokens = torch.einsum("bhd,bchd->bhc", q_cell, k_window) * scale  # (B, H, C)
+        score_tokens = score_tokens.masked_fill(~window_mask[:, None, :], torch.finfo(score_tokens.dtype).min)
+        probs = F.softmax(torch.cat([score_cell, score_tokens], dim=-1).float(), dim=-1).to(q_cell.dtype)
+        probs = F.dropout(probs, p=attention.attention_dropout, training=self.training)
+        attended = probs[..., :1] * v_cell + torch.einsum("bhc,bchd->bhd", probs[..., 1:], v_window)
+        out = attention.finish(attended.flatten(-2), z_cell)
+        return self.dropout(standard_normalize(out, self.eps))
+
+
+class RANPooler(nn.Module):
+    """The authors' cell transform (paper eq. 10): `GLU(act(cell W_c + b_c)) + (pool(tokens) W_p + b_p)`.
+
+    `pool` is a max (default) or mean over the real tokens of the last layer. With `pooler_type="average"` (the
+    Table 4 ablation) the pooled output is the plain mean of the real token outputs instead.
+    """
+
+    def __init__(self, config: RANConfig):
+        super().__init__()
+        self.config = config
+        if config.pooler_type == "cell":
+            self.cell_dense = nn.Linear(config.hidden_size, config.hidden_size)
+            self.cell_glu = RANGLU(config.hidden_size)
+            self.pooling_dense = nn.Linear(config.hidden_size, config.hidden_size)
+            self.act = ACT2FN[config.hidden_act]
+            self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, cell: torch.Tensor, tokens: torch.Tensor, token_mask: torch.Tensor) -> torch.Tensor:
+        """cell (B, D); tokens (B, N, D) with token_mask (B, N) bool. Returns (B, D); an all-pad row pools to 0."""
+        if self.config.pooler_type == "average" or self.config.pooler_pooling == "mean":
+            pooled = _masked_mean(tokens, token_mask)
+        else:
+            pooled = _masked_max(tokens, token_mask)
+        if self.config.pooler_type == "average":
+            return pooled
+        return self.cell_glu(self.dropout(self.act(self.cell_dense(cell)))) + self.pooling_dense(pooled)
+
+
+def _masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean of x (B, N, D) over the positions where mask (B, N) is True; 0 where a row has none."""
+    weights = mask.to(x.dtype)[..., None]
+    return (x * weights).sum(1) / weights.sum(1).clamp(min=1)
+
+
+def _masked_max(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Max of x (B, N, D) over the positions where mask (B, N) is True; 0 where a row has none."""
+    filled = x.masked_fill(~mask[..., None], torch.finfo(x.dtype).min).amax(1)
+    return torch.where(mask.any(1, keepdim=True), filled, torch.zeros_like(filled))
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Pretrained model and encoder
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+class RANPreTrainedModel(PreTrainedModel):
+    config_class = RANConfig
+    config: RANConfig
+    base_model_prefix = "ran"
+    supports_gradient_checkpointing = True
+    _no_split_modules = ["RANLayer", "RANEmbeddings"]
+    _supports_sdpa = True
+    _supports_flash_attn = False
+    _supports_flex_attn = False
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module):
+        """The authors' init: truncated normal (std `initializer_range`, cut at 2 std) for every kernel and the
+        embedding table, zero biases, norms at weight 1 and bias 0."""
+        std = self.config.initializer_range
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            init.trunc_normal_(module.weight, mean=0.0, std=std, a=-2 * std, b=2 * std)
+            if getattr(module, "bias", None) is not None:
+                init.zeros_(module.bias)
+        elif isinstance(module, RANNorm):
+            init.ones_(module.weight)
+            init.zeros_(module.bias)
+        elif isinstance(module, RANRotaryEmbedding):
+            head_size = self.config.attention_head_size
+            exponent = torch.arange(0, head_size, 2, dtype=torch.float32) / head_size
+            init.copy_(module.inv_freq, 1.0 / (self.config.rope_theta**exponent))
+        elif hasattr(module, "bias") and isinstance(getattr(module, "bias"), nn.Parameter) and module is not self:
+            # heads' own output biases (e.g. the masked-LM decoder bias)
+            init.zeros_(module.bias)
+
+
+@dataclass
+class RANModelOutput(ModelOutput):
+    r"""
+    last_hidden_state (`torch.FloatTensor` of shape `(batch_size, sequence_length, hidden_size)`):
+        Token outputs of the last layer; zero at pad positions.
+    pooler_output (`torch.FloatTensor` of shape `(batch_size, hidden_size)`):
+        The document vector: the authors' cell transform (paper eq. 10) of the last layer's cell.
+    last_cell (`torch.FloatTensor` of shape `(batch_size, hidden_size)`):
+        Final cell `s_n` of the last layer (after the cell residual), or the cell picked by `config.cell_pooling`.
+    cells (`torch.FloatTensor` of shape `(batch_size, num_windows, hidden_size)`):
+        History `[c_1 .. c_n]` of the last layer (pre-residual cells); rows with fewer windows are zero after their
+        last window.
+    hidden_states (`tuple(torch.FloatTensor)`, *optional*):
+        Embedding output and every layer's output, each `(batch_size, sequence_length, hidden_size)`.
+    attentions (`tuple(torch.FloatTensor)`, *optional*):
+        Per layer, the window attention `(batch_size, num_windows, num_heads, window_capacity, 1 + window_capacity)`;
+        key 0 is the cell, key `1 + j` the window's j-th token.
+    memory_review_attentions (`tuple(torch.FloatTensor)`, *optional*):
+        Per layer, `(batch_size, num_windows * window_capacity, num_windows)` attention of window slots over cells.
+    """
+
+    last_hidden_state: torch.FloatTensor | None = None
+    pooler_output: torch.FloatTensor | None = None
+    last_cell: torch.FloatTensor | None = None
+    cells: torch.FloatTensor | None = None
+    hidden_states: tuple[torch.FloatTensor, ...] | None = None
+    attentions: tuple[torch.FloatTensor, ...] | None = None
+    memory_review_attentions: tuple[torch.FloatTensor, ...] | None = None
+
+
+class RANModel(RANPreTrainedModel):
+    """The bare RAN encoder: embeddings, `num_hidden_layers` RAN layers, and the cell transform pooler.
+
+    Bidirectional mode (this class): the layers share one window split per row, and layer `l + 1` starts from
+    layer `l`'s last cell, as in the authors' code.
+    """
+
+    def __init__(self, config: RANConfig, add_pooling_layer: bool = True):
+        super().__init__(config)
+        self.embeddings = RANEmbeddings(config)
+        self.layers = nn.ModuleList([RANLayer(config, i) for i in range(config.num_hidden_layers)])
+        self.pooler = RANPooler(config) if add_pooling_layer else None
+        self.gradient_checkpointing = False
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.embeddings.word_embeddings
+
+    def set_input_embeddings(self, value: nn.Embedding):
+        self.embeddings.word_embeddings = value
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        initial_cell: torch.FloatTensor | None = None,
+        output_hidden_states: bool | None = None,
+        output_attentions: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> RANModelOutput | tuple:
+        r"""
+        Args:
+            input_ids (`torch.LongTensor` of shape `(batch_size, sequence_length)`):
+                Token ids. Exactly one of `input_ids` and `inputs_embeds` must be given.
+            attention_mask (`torch.Tensor` of shape `(batch_size, sequence_length)`, *optional*):
+                1 for real tokens, 0 for padding (left, right or anywhere). Defaults to
+                `input_ids != config.pad_token_id` (all ones with `inputs_embeds`). Each row is windowed by its own
+                real tokens, so outputs do not depend on padding or on the other rows of the batch.
+            inputs_embeds (`torch.FloatTensor` of shape `(batch_size, sequence_length, hidden_size)`, *optional*):
+                Vectors used instead of the embedding lookup (they still go through the embedding norm).
+            initial_cell (`torch.FloatTensor` of shape `(batch_size, hidden_size)`, *optional*):
+                Cell that seeds the first layer, per row (the authors' `with_cell`). A row of zeros means "none":
+                that row starts from the cell initializer.
+        """
+        output_attentions = output_attentions if output_attentions is not None else self.config.output_attentions
+        output_hidden_states = (
+            output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
+        )
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+
+        sequence_mask = self._check_inputs(input_ids, attention_mask, inputs_embeds, initial_cell)
+        layout = RANWindowLayout.from_mask(sequence_mask, self.config.window_size, self.config.min_window_size)
+
+        hidden = layout.to_grid(self.embeddings(input_ids, inputs_embeds))
+        cell = initial_cell
+        all_hidden_states = (layout.to_sequence(hidden),) if output_hidden_states else None
+        all_attentions = () if output_attentions else None
+        all_reviews = () if output_attentions and self.config.use_memory_review else None
+        for layer in self.layers:
+            layer_output = layer(hidden, cell, layout, output_attentions=output_attentions)
+            hidden, cell = layer_output.hidden_states, layer_output.last_cell
+            if output_hidden_states:
+                all_hidden_states += (layout.to_sequence(hidden),)
+            if output_attentions:
+                all_attentions += (layer_output.window_attentions,)
+                if all_reviews is not None:
+                    all_reviews += (layer_output.memory_review_attentions,)
+
+        cells = layer_output.cells
+        last_cell = self._pool_cell(layer_output.last_cell, cells, layout.window_mask)
+        last_hidden_state = all_hidden_states[-1] if output_hidden_states else layout.to_sequence(hidden)
+        pooler_output = None
+        if self.pooler is not None:
+            flat_tokens = hidden.flatten(1, 2)
+            pooler_output = self.pooler(last_cell, flat_tokens, layout.token_mask.flatten(1, 2))
+
+        output = RANModelOutput(
+            last_hidden_state=last_hidden_state,
+            pooler_output=pooler_output,
+            last_cell=last_cell,
+            cells=cells,
+            hidden_states=all_hidden_states,
+            attentions=all_attentions,
+            memory_review_attentions=all_reviews,
+        )
+        return output if return_dict else output.to_tuple()
+
+    def _pool_cell(self, last_cell: torch.Tensor, cells: torch.Tensor, window_mask: torch.Tensor) -> torch.Tensor:
+        """`config.cell_pooling`: the final cell, or the mean / max of the history over the row's real windows."""
+        if self.config.cell_pooling == "mean":
+            return _masked_mean(cells, window_mask)
+        if self.config.cell_pooling == "max":
+            return _masked_max(cells, window_mask)
+        return last_cell
+
+    def _check_inputs(self, input_ids, attention_mask, inputs_embeds, initial_cell) -> torch.Tensor:
+        """Validate the arguments and return the (B, L) bool mask of real tokens."""
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("RANModel: pass exactly one of `input_ids` and `inputs_embeds`.")
+        if input_ids is not None:
+            if not isinstance(input_ids, torch.Tensor) or input_ids.dtype.is_floating_point or input_ids.dim() != 2:
+                raise TypeError(
+                    "RANModel: `input_ids` must be an integer tensor of shape (batch_size, sequence_length), got "
+                    f"{type(input_ids).__name__}{tuple(getattr(input_ids, 'shape', ()))}"
+                    f"{' of ' + str(input_ids.dtype) if isinstance(input_ids, torch.Tensor) else ''}."
+                )
+            shape = tuple(input_ids.shape)
+            if input_ids.numel() and (int(input_ids.min()) < 0 or int(input_ids.max()) >= self.config.vocab_size):
+                raise ValueError(
+                    f"RANModel: `input_ids` must lie in [0, vocab_size={self.config.vocab_size}); got values in "
+                    f"[{int(input_ids.min())}, {int(input_ids.max())}]. Check that the tokenizer matches the model "
+                    "(or call `model.resize_token_embeddings(len(tokenizer))`)."
+                )
+        else:
+            if not isinstance(inputs_embeds, torch.Tensor) or inputs_embeds.dim() != 3 or (
+                inputs_embeds.shape[-1] != self.config.hidden_size
+            ):
+                raise ValueError(
+                    "RANModel: `inputs_embeds` must be a float tensor of shape (batch_size, sequence_length, "
+                    f"hidden_size={self.config.hidden_size}), got {tuple(getattr(inputs_embeds, 'shape', ()))}."
+                )
+            shape = tuple(inputs_embeds.shape[:2])
+        if shape[0] == 0 or shape[1] == 0:
+            raise ValueError(f"RANModel: the input is empty (shape {shape}); pass at least one token per row.")
+        if initial_cell is not None and (
+            not isinstance(initial_cell, torch.Tensor) or tuple(initial_cell.shape) != (shape[0], self.config.hidden_size)
+        ):
+            raise ValueError(
+                f"RANModel: `initial_cell` must have shape (batch_size, hidden_size) = ({shape[0]}, "
+                f"{self.config.hidden_size}); got {tuple(getattr(initial_cell, 'shape', ()))}."
+            )
+        device = input_ids.device if input_ids is not None else inputs_embeds.device
+        if attention_mask is None:
+            if input_ids is not None and self.config.pad_token_id is not None:
+                return input_ids != self.config.pad_token_id
+            return torch.ones(shape, dtype=torch.bool, device=device)
+        if not isinstance(attention_mask, torch.Tensor) or tuple(attention_mask.shape) != shape:
+            raise ValueError(
+                f"RANModel: `attention_mask` must have the shape of the input, (batch_size, sequence_length) = "
+                f"{shape}; got {tuple(getattr(attention_mask, 'shape', ()))}."
+            )
+        if attention_mask.dtype != torch.bool and bool(((attention_mask != 0) & (attention_mask != 1)).any()):
+            raise ValueError("RANModel: `attention_mask` must hold only 0 (padding) and 1 (real token).")
+        return attention_mask.to(device=device).bool()
