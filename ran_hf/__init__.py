@@ -1,13 +1,48 @@
 """ran_hf: the Recurrent Attention Network (RAN) for Hugging Face Transformers."""
 
-from transformers import AutoConfig, AutoModel
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoModelForMaskedLM,
+    AutoModelForQuestionAnswering,
+    AutoModelForSequenceClassification,
+    AutoModelForTokenClassification,
+)
 
 from .configuration_ran import RANConfig
-from .modeling_ran import RANModel, RANModelOutput, RANPreTrainedModel
+from .modeling_ran import (
+    RANForMaskedLM,
+    RANForQuestionAnswering,
+    RANForSequenceClassification,
+    RANForTokenClassification,
+    RANModel,
+    RANModelOutput,
+    RANPreTrainedModel,
+)
 
+
+AUTO_CLASSES = {
+    AutoModel: RANModel,
+    AutoModelForMaskedLM: RANForMaskedLM,
+    AutoModelForSequenceClassification: RANForSequenceClassification,
+    AutoModelForTokenClassification: RANForTokenClassification,
+    AutoModelForQuestionAnswering: RANForQuestionAnswering,
+}
 
 AutoConfig.register(RANConfig.model_type, RANConfig, exist_ok=True)
-AutoModel.register(RANConfig, RANModel, exist_ok=True)
+RANConfig.register_for_auto_class()
+for _auto_class, _model_class in AUTO_CLASSES.items():
+    _auto_class.register(RANConfig, _model_class, exist_ok=True)
+    _model_class.register_for_auto_class(_auto_class.__name__)
 
 __version__ = "0.1.0"
-__all__ = ["RANConfig", "RANModel", "RANModelOutput", "RANPreTrainedModel"]
+__all__ = [
+    "RANConfig",
+    "RANModel",
+    "RANModelOutput",
+    "RANPreTrainedModel",
+    "RANForMaskedLM",
+    "RANForSequenceClassification",
+    "RANForTokenClassification",
+    "RANForQuestionAnswering",
+]

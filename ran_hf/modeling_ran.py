@@ -29,6 +29,12 @@ from torch import nn
 from transformers import initialization as init
 from transformers.activations import ACT2FN
 from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import (
+    MaskedLMOutput,
+    QuestionAnsweringModelOutput,
+    SequenceClassifierOutput,
+    TokenClassifierOutput,
+)
 from transformers.modeling_utils import PreTrainedModel
 from transformers.utils import ModelOutput, logging
 
@@ -778,3 +784,206 @@ class RANModel(RANPreTrainedModel):
         if attention_mask.dtype != torch.bool and bool(((attention_mask != 0) & (attention_mask != 1)).any()):
             raise ValueError("RANModel: `attention_mask` must hold only 0 (padding) and 1 (real token).")
         return attention_mask.to(device=device).bool()
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Heads
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+class RANLMHead(nn.Module):
+    """The authors' masked-LM head: `norm(act(dropout(h) W + b)) E^T + bias`, the decoder tied to the input
+    embeddings E, with its own bias (`MLM-Hidden` and `MLM-Matching`)."""
+
+    def __init__(self, config: RANConfig):
+        super().__init__()
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.act = ACT2FN[config.hidden_act]
+        self.norm = RANNorm(config.hidden_size, config.layer_norm_eps)
+        self.decoder = nn.Linear(config.hidden_size, config.vocab_size)
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.decoder(self.norm(self.act(self.dense(self.dropout(hidden_states)))))
+
+
+def _encoder_kwargs(attention_mask, inputs_embeds, initial_cell, output_hidden_states, output_attentions) -> dict:
+    return dict(attention_mask=attention_mask, inputs_embeds=inputs_embeds, initial_cell=initial_cell,
+                output_hidden_states=output_hidden_states, output_attentions=output_attentions, return_dict=True)
+
+
+class RANForMaskedLM(RANPreTrainedModel):
+    """RAN with the authors' masked-LM head (bidirectional). Loads the MLM weights the converter keeps."""
+
+    _tied_weights_keys = {
+        "lm_head.decoder.weight": "ran.embeddings.word_embeddings.weight",
+        "lm_head.decoder.bias": "lm_head.bias",
+    }
+    _keys_to_ignore_on_load_unexpected = [r"^ran\.pooler\."]
+
+    def __init__(self, config: RANConfig):
+        super().__init__(config)
+        self.ran = RANModel(config, add_pooling_layer=False)
+        self.lm_head = RANLMHead(config)
+        self.post_init()
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.lm_head.decoder
+
+    def set_output_embeddings(self, new_embeddings: nn.Linear):
+        self.lm_head.decoder = new_embeddings
+        self.lm_head.bias = new_embeddings.bias
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        labels: torch.LongTensor | None = None,
+        initial_cell: torch.FloatTensor | None = None,
+        output_hidden_states: bool | None = None,
+        output_attentions: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> MaskedLMOutput | tuple:
+        r"""
+        labels (`torch.LongTensor` of shape `(batch_size, sequence_length)`, *optional*):
+            Token ids to predict; -100 marks positions without a loss (and pads, if you like).
+        """
+        outputs = self.ran(input_ids, **_encoder_kwargs(attention_mask, inputs_embeds, initial_cell,
+                                                         output_hidden_states, output_attentions))
+        logits = self.lm_head(outputs.last_hidden_state)
+        loss = None
+        if labels is not None:
+            loss = self.loss_function(logits, labels, vocab_size=self.config.vocab_size, **kwargs)
+        output = MaskedLMOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
+                                attentions=outputs.attentions)
+        return output if _return_dict(return_dict, self.config) else output.to_tuple()
+
+
+class RANForSequenceClassification(RANPreTrainedModel):
+    """RAN with a linear classifier on the pooled document vector (eq. 10). `config.problem_type` selects
+    regression (MSE), single-label (cross-entropy) or multi-label (BCE with logits) as in Transformers."""
+
+    def __init__(self, config: RANConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.ran = RANModel(config)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        labels: torch.Tensor | None = None,
+        initial_cell: torch.FloatTensor | None = None,
+        output_hidden_states: bool | None = None,
+        output_attentions: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> SequenceClassifierOutput | tuple:
+        r"""
+        labels (`torch.Tensor` of shape `(batch_size,)`, or `(batch_size, num_labels)` for multi-label, *optional*):
+            Class indices (single-label), floats (regression) or 0/1 floats per label (multi-label).
+        """
+        outputs = self.ran(input_ids, **_encoder_kwargs(attention_mask, inputs_embeds, initial_cell,
+                                                         output_hidden_states, output_attentions))
+        logits = self.classifier(self.dropout(outputs.pooler_output))
+        loss = None
+        if labels is not None:
+            loss = self.loss_function(labels, logits, self.config, **kwargs)
+        output = SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
+                                          attentions=outputs.attentions)
+        return output if _return_dict(return_dict, self.config) else output.to_tuple()
+
+
+class RANForTokenClassification(RANPreTrainedModel):
+    """RAN with a linear tagger over every token of the document (NER on whole documents)."""
+
+    _keys_to_ignore_on_load_unexpected = [r"^ran\.pooler\.", r"^lm_head\."]
+
+    def __init__(self, config: RANConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.ran = RANModel(config, add_pooling_layer=False)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        labels: torch.LongTensor | None = None,
+        initial_cell: torch.FloatTensor | None = None,
+        output_hidden_states: bool | None = None,
+        output_attentions: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> TokenClassifierOutput | tuple:
+        r"""
+        labels (`torch.LongTensor` of shape `(batch_size, sequence_length)`, *optional*):
+            Tag indices in `[0, num_labels)`; -100 for positions without a loss (pads, continuation word pieces).
+        """
+        outputs = self.ran(input_ids, **_encoder_kwargs(attention_mask, inputs_embeds, initial_cell,
+                                                         output_hidden_states, output_attentions))
+        logits = self.classifier(self.dropout(outputs.last_hidden_state))
+        loss = None
+        if labels is not None:
+            loss = self.loss_function(logits, labels, self.config, **kwargs)
+        output = TokenClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
+                                       attentions=outputs.attentions)
+        return output if _return_dict(return_dict, self.config) else output.to_tuple()
+
+
+class RANForQuestionAnswering(RANPreTrainedModel):
+    """RAN with start/end span logits over the whole document (extractive QA). Pad positions get `-inf`-like
+    logits so a span never starts or ends on padding."""
+
+    _keys_to_ignore_on_load_unexpected = [r"^ran\.pooler\.", r"^lm_head\."]
+
+    def __init__(self, config: RANConfig):
+        super().__init__(config)
+        self.ran = RANModel(config, add_pooling_layer=False)
+        self.qa_outputs = nn.Linear(config.hidden_size, 2)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        start_positions: torch.LongTensor | None = None,
+        end_positions: torch.LongTensor | None = None,
+        initial_cell: torch.FloatTensor | None = None,
+        output_hidden_states: bool | None = None,
+        output_attentions: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> QuestionAnsweringModelOutput | tuple:
+        r"""
+        start_positions, end_positions (`torch.LongTensor` of shape `(batch_size,)`, *optional*):
+            Token index of the answer's first and last token; positions outside the input are ignored in the loss.
+        """
+        outputs = self.ran(input_ids, **_encoder_kwargs(attention_mask, inputs_embeds, initial_cell,
+                                                         output_hidden_states, output_attentions))
+        start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).unbind(-1)
+        if attention_mask is not None or (input_ids is not None and self.config.pad_token_id is not None):
+            real = attention_mask.bool() if attention_mask is not None else input_ids != self.config.pad_token_id
+            start_logits = start_logits.masked_fill(~real, torch.finfo(start_logits.dtype).min)
+            end_logits = end_logits.masked_fill(~real, torch.finfo(end_logits.dtype).min)
+        loss = None
+        if start_positions is not None and end_positions is not None:
+            loss = self.loss_function(start_logits, end_logits, start_positions, end_positions, **kwargs)
+        output = QuestionAnsweringModelOutput(loss=loss, start_logits=start_logits, end_logits=end_logits,
+                                              hidden_states=outputs.hidden_states, attentions=outputs.attentions)
+        return output if _return_dict(return_dict, self.config) else output.to_tuple()
+
+
+def _return_dict(return_dict: bool | None, config: RANConfig) -> bool:
+    return return_dict if return_dict is not None else config.return_dict
