@@ -3,6 +3,7 @@
 from transformers import (
     AutoConfig,
     AutoModel,
+    AutoModelForCausalLM,
     AutoModelForMaskedLM,
     AutoModelForQuestionAnswering,
     AutoModelForSequenceClassification,
@@ -11,6 +12,8 @@ from transformers import (
 
 from .configuration_ran import RANConfig
 from .modeling_ran import (
+    RANCache,
+    RANForCausalLM,
     RANForMaskedLM,
     RANForQuestionAnswering,
     RANForSequenceClassification,
@@ -24,6 +27,7 @@ from .modeling_ran import (
 AUTO_CLASSES = {
     AutoModel: RANModel,
     AutoModelForMaskedLM: RANForMaskedLM,
+    AutoModelForCausalLM: RANForCausalLM,
     AutoModelForSequenceClassification: RANForSequenceClassification,
     AutoModelForTokenClassification: RANForTokenClassification,
     AutoModelForQuestionAnswering: RANForQuestionAnswering,
@@ -42,6 +46,8 @@ __all__ = [
     "RANModelOutput",
     "RANPreTrainedModel",
     "RANForMaskedLM",
+    "RANForCausalLM",
+    "RANCache",
     "RANForSequenceClassification",
     "RANForTokenClassification",
     "RANForQuestionAnswering",

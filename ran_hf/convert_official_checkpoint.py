@@ -214,12 +214,25 @@ def convert(checkpoint: str, config_path: str, output_dir: str, vocab: str | Non
 
 
 def _save_tokenizer(vocab: str, output_dir: str):
-    """The authors' WordPiece vocabulary (lower-cased, BERT-style) as a fast tokenizer without a 512 cap."""
+    """The authors' WordPiece vocabulary (lower-cased, BERT-style) as a fast tokenizer without a 512 cap.
+
+    Transformers 5 tokenizers take the vocabulary itself (`vocab=`): a `vocab_file=` keyword is silently ignored and
+    leaves a tokenizer of the five special tokens only, so the file is read here (one token a line, id = line).
+    RAN has no token types, so the tokenizer returns only `input_ids` and `attention_mask`.
+    """
     from transformers import BertTokenizerFast
 
     if not os.path.isfile(vocab):
         raise FileNotFoundError(f"--vocab: no such file {vocab}")
-    tokenizer = BertTokenizerFast(vocab_file=vocab, do_lower_case=True, model_max_length=int(1e30))
+    with open(vocab, encoding="utf-8") as f:
+        tokens = [line.rstrip("\r\n") for line in f]
+    while tokens and not tokens[-1]:
+        tokens.pop()
+    vocabulary = {token: index for index, token in enumerate(tokens)}
+    if "[UNK]" not in vocabulary:
+        raise ValueError(f"--vocab: {vocab} has no [UNK] token; expected a BERT-style WordPiece vocab.txt")
+    tokenizer = BertTokenizerFast(vocab=vocabulary, do_lower_case=True, model_max_length=int(1e30),
+                                  model_input_names=["input_ids", "attention_mask"])
     tokenizer.save_pretrained(output_dir)
 
 

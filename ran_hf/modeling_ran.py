@@ -28,8 +28,11 @@ from torch import nn
 
 from transformers import initialization as init
 from transformers.activations import ACT2FN
+from transformers.cache_utils import Cache
+from transformers.generation import GenerationMixin
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
+    CausalLMOutputWithPast,
     MaskedLMOutput,
     QuestionAnsweringModelOutput,
     SequenceClassifierOutput,
@@ -49,13 +52,18 @@ logger = logging.get_logger(__name__)
 # ----------------------------------------------------------------------------------------------------------------------
 
 
+def _upcast(x: torch.Tensor) -> torch.Tensor:
+    """float16 / bfloat16 -> float32 for norms and softmax; float32 and float64 stay as they are."""
+    return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+
+
 def standard_normalize(x: torch.Tensor, eps: float) -> torch.Tensor:
     """The authors' `standard_normalize`: `(x - mean(x)) / sqrt(mean(x**2) + eps)` over the last axis.
 
     The denominator is the uncentred second moment, not the variance (so this is not `nn.LayerNorm`). Computed in
-    float32 and returned in the input dtype.
+    float32 (or the input's wider dtype) and returned in the input dtype.
     """
-    x32 = x.float()
+    x32 = _upcast(x)
     mean = x32.mean(-1, keepdim=True)
     second_moment = x32.square().mean(-1, keepdim=True)
     return ((x32 - mean) * torch.rsqrt(second_moment + eps)).to(x.dtype)
@@ -71,10 +79,11 @@ class RANNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x32 = x.float()
+        x32 = _upcast(x)
         mean = x32.mean(-1, keepdim=True)
         second_moment = x32.square().mean(-1, keepdim=True)
-        out = torch.addcmul(self.bias.float(), (x32 - mean) * torch.rsqrt(second_moment + self.eps), self.weight.float())
+        normalized = (x32 - mean) * torch.rsqrt(second_moment + self.eps)
+        out = torch.addcmul(self.bias.to(x32.dtype), normalized, self.weight.to(x32.dtype))
         return out.to(x.dtype)
 
 
@@ -112,11 +121,15 @@ class RANRotaryEmbedding(nn.Module):
         return angles.cos().to(dtype), angles.sin().to(dtype)
 
 
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    """`(x1, x2) -> (-x2, x1)` on the two halves of the last axis."""
+    half = x.shape[-1] // 2
+    return torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+
+
 def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Rotate the half-split pairs of `x` (..., T, heads, d) by the angles of positions 1..T (cos/sin: (T, d))."""
-    half = x.shape[-1] // 2
-    rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
-    return x * cos[:, None, :] + rotated * sin[:, None, :]
+    return x * cos[:, None, :] + rotate_half(x) * sin[:, None, :]
 
 
 def eager_attention_forward(
@@ -132,7 +145,7 @@ def eager_attention_forward(
     scores = torch.matmul(query, key.transpose(-1, -2)) / math.sqrt(query.shape[-1])
     if attention_mask is not None:
         scores = scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
-    probs = F.softmax(scores.float(), dim=-1).to(query.dtype)
+    probs = F.softmax(_upcast(scores), dim=-1).to(query.dtype)
     probs = F.dropout(probs, p=dropout, training=training)
     return torch.matmul(probs, value), probs
 
@@ -359,15 +372,57 @@ class RANMemoryReview(nn.Module):
         """
         query = self.act(self.q(tokens))
         key, value = self.act(self.kv(cells)).chunk(2, dim=-1)
+        return self.attend(query, key, value, cell_mask, output_attentions)
+
+    def attend(
+        self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, cell_mask: torch.Tensor,
+        output_attentions: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The review from projected query (B, N, D) and cell keys/values (B, K, D) (activations applied)."""
         scores = torch.matmul(query, key.transpose(-1, -2)) / math.sqrt(query.shape[-1])
         if cell_mask.dim() == 2:
             cell_mask = cell_mask[:, None, :]
         scores = scores.masked_fill(~cell_mask, torch.finfo(scores.dtype).min)
         # a row with no cell to read (an all-pad row) gets a zero review instead of a uniform average
-        probs = F.softmax(scores.float(), dim=-1).to(query.dtype) * cell_mask.to(query.dtype)
+        probs = F.softmax(_upcast(scores), dim=-1).to(query.dtype) * cell_mask.to(query.dtype)
         probs = self.attention_dropout(probs)
         out = self.hidden_dropout(self.act(self.o(torch.matmul(probs, value))))
         return self.norm(out + self.glu(query)), (probs if output_attentions else None)
+
+
+@dataclass
+class RANLayerState:
+    """Recurrent state of one causal RAN layer between calls (DESIGN section 5); all tensors are per row.
+
+    Attributes:
+        cell: (B, D) incoming cell `s` of the current (unfinished) window.
+        cell_key, cell_value: (B, H, d) the cell row's key and value, which every token of the window reads.
+        previous_cell: (B, D) pre-residual cell `c` of the last finished window (used by the residual, eq. 7).
+        has_previous: (B,) bool, whether a window has finished (no residual after the first window).
+        window_keys, window_values: (B, W, H, d) rotated keys and values of the current window's tokens.
+        window_length: (B,) tokens in the current window (< W).
+        review_keys, review_values: (B, K, D) memory-review keys and values of `[s_0, c_1, .., c_m]`.
+        review_length: (B,) valid entries of the review history (1 + finished windows).
+    """
+
+    cell: torch.Tensor
+    cell_key: torch.Tensor
+    cell_value: torch.Tensor
+    previous_cell: torch.Tensor
+    has_previous: torch.Tensor
+    window_keys: torch.Tensor
+    window_values: torch.Tensor
+    window_length: torch.Tensor
+    review_keys: torch.Tensor
+    review_values: torch.Tensor
+    review_length: torch.Tensor
+
+    def map_batch(self, fn) -> "RANLayerState":
+        """A new state with `fn` applied to every tensor along the batch axis (beam reorder, repeat, select)."""
+        return RANLayerState(**{name: fn(getattr(self, name)) for name in self.__dataclass_fields__})
+
+    def num_bytes(self) -> int:
+        return sum(getattr(self, name).numel() * getattr(self, name).element_size() for name in self.__dataclass_fields__)
 
 
 @dataclass
@@ -377,6 +432,7 @@ class RANLayerOutput(ModelOutput):
     cells: torch.Tensor | None = None
     window_attentions: torch.Tensor | None = None
     memory_review_attentions: torch.Tensor | None = None
+    state: RANLayerState | None = None
 
 
 class RANLayer(GradientCheckpointingLayer):
@@ -425,6 +481,21 @@ class RANLayer(GradientCheckpointingLayer):
         return torch.where(is_zero, initialized, cell.to(initialized.dtype))
 
     def forward(
+        self,
+        hidden_states: torch.Tensor,
+        cell: torch.Tensor | None,
+        layout: RANWindowLayout,
+        state: RANLayerState | None = None,
+        output_attentions: bool = False,
+    ) -> RANLayerOutput:
+        """Bidirectional layer (`config.is_decoder=False`) or causal layer continuing `state` (`is_decoder=True`)."""
+        if self.config.is_decoder:
+            if state is None:
+                state = self.initial_state(cell, hidden_states.shape[0], hidden_states)
+            return self._forward_causal(hidden_states, layout, state, output_attentions)
+        return self._forward_bidirectional(hidden_states, cell, layout, output_attentions)
+
+    def _forward_bidirectional(
         self,
         hidden_states: torch.Tensor,
         cell: torch.Tensor | None,
@@ -517,6 +588,244 @@ class RANLayer(GradientCheckpointingLayer):
             window_probs = window_probs.reshape(batch_size, num_windows, num_heads, capacity, capacity + 1)
         return RANLayerOutput(out, s, cells, window_probs, review_probs)
 
+    # ------------------------------------------------------------------------------------------------------------------
+    # causal mode (DESIGN sections 4-5)
+    # ------------------------------------------------------------------------------------------------------------------
+
+    def initial_state(self, cell: torch.Tensor | None, batch_size: int, like: torch.Tensor) -> RANLayerState:
+        """The state before any token: `s_0` from the cell initializer, an empty window, history `[s_0]`."""
+        config = self.config
+        attention = self.window_attention
+        s0 = self.initial_cell(cell, batch_size, like)
+        _, cell_key, cell_value = attention.project(self.concat_norm(s0))
+        review_keys, review_values = self._review_key_value(s0[:, None])
+        window = s0.new_zeros(batch_size, config.window_size, attention.num_heads, attention.head_size)
+        count = torch.zeros(batch_size, dtype=torch.long, device=s0.device)
+        return RANLayerState(
+            cell=s0, cell_key=cell_key, cell_value=cell_value, previous_cell=torch.zeros_like(s0),
+            has_previous=count.bool(), window_keys=window, window_values=window.clone(), window_length=count,
+            review_keys=review_keys, review_values=review_values, review_length=count + 1,
+        )
+
+    def _review_key_value(self, cells: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if not self.config.use_memory_review:
+            empty = cells[..., :0]
+            return empty, empty
+        review = self.memory_review
+        return review.act(review.kv(cells)).chunk(2, dim=-1)
+
+    def _next_cell(self, c: torch.Tensor, previous_c: torch.Tensor, has_previous: torch.Tensor) -> torch.Tensor:
+        """eq. 7: `s_i = norm(c_i + GLU(c_{i-1}))`, or `c_i` itself after the first window (per row)."""
+        if not self.config.use_cell_residual:
+            return c
+        residual = self.cell_residual_norm(c + self.cell_glu(previous_c))
+        return torch.where(has_previous[:, None], residual, c)
+
+    def _forward_causal(
+        self, hidden_states: torch.Tensor, layout: RANWindowLayout, state: RANLayerState, output_attentions: bool
+    ) -> RANLayerOutput:
+        """A chunk of tokens continuing `state`.
+
+        The grid holds each row's current window from its start: the first `state.window_length` slots of window 0
+        are tokens seen before (their hidden states here are placeholders; their keys and values come from the
+        state), then the chunk's tokens. Tokens attend causally inside their window (the cell key always visible);
+        the cell row reads its whole window; memory review of a token in window i reads `[s_0, c_1 .. c_{i-1}]`.
+        """
+        batch_size, num_windows, capacity, _ = hidden_states.shape
+        config = self.config
+        attention = self.window_attention
+        num_heads, head_size, window_size = attention.num_heads, attention.head_size, config.window_size
+        device = hidden_states.device
+
+        z_tokens = self.dropout(self.concat_norm(hidden_states))
+        q_tokens, k_tokens, v_tokens = attention.project(z_tokens)
+        if self.rotary is not None:
+            cos, sin = self.rotary(capacity, device, q_tokens.dtype)
+            q_tokens = apply_rotary(q_tokens, cos, sin)
+            k_tokens = apply_rotary(k_tokens, cos, sin)
+        if bool((state.window_length > 0).any()):
+            seen = (torch.arange(capacity, device=device)[None, :] < state.window_length[:, None])[..., None, None]
+            first_keys = torch.where(seen, state.window_keys[:, :capacity].to(k_tokens.dtype), k_tokens[:, 0])
+            first_values = torch.where(seen, state.window_values[:, :capacity].to(v_tokens.dtype), v_tokens[:, 0])
+            k_tokens = torch.cat([first_keys[:, None], k_tokens[:, 1:]], dim=1)
+            v_tokens = torch.cat([first_values[:, None], v_tokens[:, 1:]], dim=1)
+
+        # the cell chain; a window is committed to the state only once it is full
+        window_fill = layout.token_mask.sum(-1)  # (B, n)
+        s, previous_c, has_previous = state.cell, state.previous_cell, state.has_previous
+        committed_s, committed_c, committed_has_previous = s, previous_c, has_previous
+        keys_by_window, values_by_window = k_tokens.unbind(1), v_tokens.unbind(1)
+        masks_by_window = layout.token_mask.unbind(1)
+        cell_keys, cell_values, history = [], [], []
+        for i in range(num_windows):
+            z_cell = self.dropout(self.concat_norm(s))
+            q_cell, k_cell, v_cell = attention.project(z_cell)
+            cell_keys.append(k_cell)
+            cell_values.append(v_cell)
+            c = self._cell_row(attention, z_cell, q_cell, k_cell, v_cell, keys_by_window[i],
+                               values_by_window[i], masks_by_window[i])
+            new_s = self._next_cell(c, previous_c, has_previous)
+            valid = layout.window_mask[:, i, None]
+            s = torch.where(valid, new_s, s)
+            previous_c = torch.where(valid, c, previous_c)
+            has_previous = has_previous | layout.window_mask[:, i]
+            full = (window_fill[:, i] == window_size)[:, None]
+            committed_s = torch.where(full, s, committed_s)
+            committed_c = torch.where(full, c, committed_c)
+            committed_has_previous = committed_has_previous | full[:, 0]
+            history.append(c)
+        cells = torch.stack(history, dim=1) * layout.window_mask[..., None].to(hidden_states.dtype)
+
+        # token attention: causal inside the window, the cell key (index 0) always visible
+        keys = torch.cat([torch.stack(cell_keys, 1)[:, :, None], k_tokens], dim=2).transpose(2, 3).flatten(0, 1)
+        values = torch.cat([torch.stack(cell_values, 1)[:, :, None], v_tokens], dim=2).transpose(2, 3).flatten(0, 1)
+        query = q_tokens.transpose(2, 3).flatten(0, 1)
+        slots = torch.arange(capacity, device=device)
+        causal_mask = torch.cat([slots.new_ones(capacity, 1).bool(), slots[None, :] <= slots[:, None]], dim=1)
+        implementation = "eager" if output_attentions else config._attn_implementation
+        attention_forward = ATTENTION_FUNCTIONS.get(implementation, sdpa_attention_forward)
+        attended, window_probs = attention_forward(
+            query, keys, values, causal_mask[None, None], dropout=attention.attention_dropout, training=self.training
+        )
+        attended = attended.transpose(1, 2).reshape(batch_size, num_windows, capacity, num_heads * head_size)
+        y_tokens = self.dropout(standard_normalize(attention.finish(attended, z_tokens), self.eps))
+
+        # memory review over the state's history and the cells of this chunk's earlier windows
+        new_review_keys, new_review_values = self._review_key_value(cells)
+        review_probs = None
+        if config.use_memory_review:
+            history_size = state.review_keys.shape[1]
+            old = torch.arange(history_size, device=device)[None, :] < state.review_length[:, None]  # (B, K0)
+            window_of_slot = torch.arange(num_windows, device=device).repeat_interleave(capacity)  # (n*C,)
+            new = torch.arange(num_windows, device=device)[None, :] < window_of_slot[:, None]  # (n*C, n)
+            cell_mask = torch.cat([old[:, None, :].expand(-1, num_windows * capacity, -1),
+                                   new[None].expand(batch_size, -1, -1)], dim=-1)
+            review = self.memory_review
+            query = review.act(review.q(y_tokens.reshape(batch_size, num_windows * capacity, -1)))
+            out, review_probs = review.attend(
+                query, torch.cat([state.review_keys.to(query.dtype), new_review_keys], 1),
+                torch.cat([state.review_values.to(query.dtype), new_review_values], 1), cell_mask, output_attentions)
+            out = out.reshape(batch_size, num_windows, capacity, -1)
+        else:
+            out = self.output_norm(y_tokens)
+
+        new_state = self._update_state(state, layout, committed_s, committed_c, committed_has_previous,
+                                       k_tokens, v_tokens, new_review_keys, new_review_values)
+        if window_probs is not None:
+            window_probs = window_probs.reshape(batch_size, num_windows, num_heads, capacity, capacity + 1)
+        return RANLayerOutput(out, s, cells, window_probs, review_probs, new_state)
+
+    def _update_state(self, state, layout, cell, previous_cell, has_previous, k_tokens, v_tokens, review_keys,
+                      review_values) -> RANLayerState:
+        """Commit the full windows of a chunk: new cell, review history, and the unfinished window's keys."""
+        window_size = self.config.window_size
+        batch_size, num_windows, capacity = k_tokens.shape[:3]
+        device = k_tokens.device
+        window_fill = layout.token_mask.sum(-1)
+        finished = (window_fill == window_size).sum(-1)  # (B,) full windows in this chunk (always a prefix)
+        open_window = finished.clamp(max=num_windows - 1)
+        rows = torch.arange(batch_size, device=device)
+        window_length = torch.where(finished < num_windows, window_fill[rows, open_window], 0)
+        window_length = torch.where(layout.window_mask.any(-1), window_length, state.window_length)
+        pad = window_size - capacity
+        window_keys = F.pad(k_tokens[rows, open_window], (0, 0, 0, 0, 0, pad)) if pad else k_tokens[rows, open_window]
+        window_values = (
+            F.pad(v_tokens[rows, open_window], (0, 0, 0, 0, 0, pad)) if pad else v_tokens[rows, open_window]
+        )
+        _, cell_key, cell_value = self.window_attention.project(self.concat_norm(cell))
+
+        # review history: row b keeps its old entries [0, old_len) and appends its `finished` new cells
+        history_size = state.review_keys.shape[1]
+        review_length = state.review_length + finished
+        width = int(review_length.max())
+        position = torch.arange(width, device=device)[None, :]
+        source = torch.where(position < state.review_length[:, None], position,
+                             history_size + position - state.review_length[:, None])
+        source = source.clamp(max=history_size + num_windows - 1)
+        all_keys = torch.cat([state.review_keys.to(review_keys.dtype), review_keys], 1)
+        all_values = torch.cat([state.review_values.to(review_values.dtype), review_values], 1)
+        gather = source[..., None].expand(-1, -1, all_keys.shape[-1])
+        return RANLayerState(
+            cell=cell, cell_key=cell_key, cell_value=cell_value, previous_cell=previous_cell,
+            has_previous=has_previous, window_keys=window_keys, window_values=window_values,
+            window_length=window_length, review_keys=torch.gather(all_keys, 1, gather),
+            review_values=torch.gather(all_values, 1, gather), review_length=review_length,
+        )
+
+    def step(self, hidden: torch.Tensor, state: RANLayerState) -> tuple[torch.Tensor, RANLayerState]:
+        """One new token per row (decoding): hidden (B, D) -> output (B, D) and the next state.
+        Costs `O(W*A + n*D + D^2)`: the token reads the cell and its window's cached keys; a row whose window fills
+        runs its cell row, pushes the cell to the review history and starts an empty window."""
+        config = self.config
+        attention = self.window_attention
+        window_size = config.window_size
+        batch_size = hidden.shape[0]
+        device = hidden.device
+        rows = torch.arange(batch_size, device=device)
+        slot = state.window_length  # the new token's slot; rotary position slot + 1
+
+        z = self.concat_norm(hidden)
+        q, k, v = attention.project(z)  # (B, H, d)
+        if self.rotary is not None:
+            angles = (slot + 1).float()[:, None] * self.rotary.inv_freq.to(device)[None, :]
+            angles = torch.cat([angles, angles], dim=-1)
+            cos, sin = angles.cos().to(q.dtype)[:, None], angles.sin().to(q.dtype)[:, None]  # (B, 1, d)
+            q = q * cos + rotate_half(q) * sin
+            k = k * cos + rotate_half(k) * sin
+        window_keys = state.window_keys.to(k.dtype).index_put((rows, slot), k)
+        window_values = state.window_values.to(v.dtype).index_put((rows, slot), v)
+        window_mask = torch.arange(window_size, device=device)[None, :] <= slot[:, None]  # (B, W)
+
+        keys = torch.cat([state.cell_key[:, None], window_keys], 1).transpose(1, 2)  # (B, H, 1+W, d)
+        values = torch.cat([state.cell_value[:, None], window_values], 1).transpose(1, 2)
+        key_mask = torch.cat([window_mask.new_ones(batch_size, 1), window_mask], 1)[:, None, None, :]
+        attended, _ = eager_attention_forward(q[:, :, None], keys, values, key_mask)
+        y = standard_normalize(attention.finish(attended.reshape(batch_size, -1), z), self.eps)
+        if config.use_memory_review:
+            review = self.memory_review
+            history = torch.arange(state.review_keys.shape[1], device=device)[None, :] < state.review_length[:, None]
+            out, _ = review.attend(review.act(review.q(y))[:, None], state.review_keys.to(y.dtype),
+                                   state.review_values.to(y.dtype), history)
+            out = out[:, 0]
+        else:
+            out = self.output_norm(y)
+
+        # rows whose window is now full: cell row over the whole window, eq. 7, push c to the history
+        full = slot + 1 == window_size
+        window_length = torch.where(full, 0, slot + 1)
+        cell, previous_cell, has_previous = state.cell, state.previous_cell, state.has_previous
+        review_keys, review_values, review_length = state.review_keys, state.review_values, state.review_length
+        cell_key, cell_value = state.cell_key, state.cell_value
+        if bool(full.any()):
+            z_cell = self.concat_norm(cell)
+            q_cell, k_cell, v_cell = attention.project(z_cell)
+            c = self._cell_row(attention, z_cell, q_cell, k_cell, v_cell, window_keys, window_values, window_mask)
+            new_cell = self._next_cell(c, previous_cell, has_previous)
+            chosen = full[:, None]
+            cell = torch.where(chosen, new_cell, cell)
+            previous_cell = torch.where(chosen, c, previous_cell)
+            has_previous = has_previous | full
+            _, new_key, new_value = attention.project(self.concat_norm(cell))
+            cell_key = torch.where(chosen[..., None], new_key, cell_key)
+            cell_value = torch.where(chosen[..., None], new_value, cell_value)
+            new_review_key, new_review_value = self._review_key_value(c)
+            if int((review_length + full.long()).max()) > review_keys.shape[1]:
+                review_keys = F.pad(review_keys, (0, 0, 0, 1))
+                review_values = F.pad(review_values, (0, 0, 0, 1))
+            target = torch.where(full, review_length, review_length.clamp(max=review_keys.shape[1] - 1))
+            review_keys = torch.where(full[:, None, None], review_keys.index_put((rows, target), new_review_key),
+                                      review_keys)
+            review_values = torch.where(full[:, None, None],
+                                        review_values.index_put((rows, target), new_review_value), review_values)
+            review_length = review_length + full.long()
+        new_state = RANLayerState(
+            cell=cell, cell_key=cell_key, cell_value=cell_value, previous_cell=previous_cell,
+            has_previous=has_previous, window_keys=window_keys, window_values=window_values,
+            window_length=window_length, review_keys=review_keys, review_values=review_values,
+            review_length=review_length,
+        )
+        return out, new_state
+
     def _cell_row(self, attention, z_cell, q_cell, k_cell, v_cell, k_window, v_window, window_mask) -> torch.Tensor:
         """The cell row of one window: attends over `[cell; window tokens]`, then output projection, GLU residual,
         norm and standard normalisation (eqs. 3-6). Shapes: q/k/v_cell (B, H, d), k/v_window (B, C, H, d),
@@ -525,7 +834,7 @@ class RANLayer(GradientCheckpointingLayer):
         score_cell = (q_cell * k_cell).sum(-1, keepdim=True) * scale  # (B, H, 1)
         score_tokens = torch.einsum("bhd,bchd->bhc", q_cell, k_window) * scale  # (B, H, C)
         score_tokens = score_tokens.masked_fill(~window_mask[:, None, :], torch.finfo(score_tokens.dtype).min)
-        probs = F.softmax(torch.cat([score_cell, score_tokens], dim=-1).float(), dim=-1).to(q_cell.dtype)
+        probs = F.softmax(_upcast(torch.cat([score_cell, score_tokens], dim=-1)), dim=-1).to(q_cell.dtype)
         probs = F.dropout(probs, p=attention.attention_dropout, training=self.training)
         attended = probs[..., :1] * v_cell + torch.einsum("bhc,bchd->bhd", probs[..., 1:], v_window)
         out = attention.finish(attended.flatten(-2), z_cell)
@@ -620,6 +929,8 @@ class RANModelOutput(ModelOutput):
     cells (`torch.FloatTensor` of shape `(batch_size, num_windows, hidden_size)`):
         History `[c_1 .. c_n]` of the last layer (pre-residual cells); rows with fewer windows are zero after their
         last window.
+    past_key_values (`RANCache`, *optional*):
+        Causal mode with `use_cache`: the recurrent state to continue from.
     hidden_states (`tuple(torch.FloatTensor)`, *optional*):
         Embedding output and every layer's output, each `(batch_size, sequence_length, hidden_size)`.
     attentions (`tuple(torch.FloatTensor)`, *optional*):
@@ -633,9 +944,77 @@ class RANModelOutput(ModelOutput):
     pooler_output: torch.FloatTensor | None = None
     last_cell: torch.FloatTensor | None = None
     cells: torch.FloatTensor | None = None
+    past_key_values: "RANCache | None" = None
     hidden_states: tuple[torch.FloatTensor, ...] | None = None
     attentions: tuple[torch.FloatTensor, ...] | None = None
     memory_review_attentions: tuple[torch.FloatTensor, ...] | None = None
+
+
+class RANCache(Cache):
+    """Recurrent state of a causal RAN for `generate()` and chunked prefill (DESIGN section 5).
+
+    Per layer it holds the incoming cell and its key/value, the previous pre-residual cell, the keys/values of the
+    current window's tokens (at most `window_size`) and the memory-review history (one key and value per finished
+    window). Its size grows only by that history: `O(n_layers * (W*A + n_windows*D))`, not with every token.
+
+    A recurrent state cannot be cut back into a finished window, so `crop` raises.
+    """
+
+    is_compileable = False
+
+    def __init__(self, config: RANConfig | None = None, **kwargs):
+        super().__init__(layers=[])
+        self.states: list[RANLayerState] = []
+        self.seen_positions = 0
+
+    def __len__(self) -> int:
+        return len(self.states)
+
+    def __repr__(self) -> str:
+        return f"RANCache(layers={len(self.states)}, positions={self.seen_positions}, bytes={self.num_bytes()})"
+
+    @property
+    def batch_size(self) -> int:
+        return self.states[0].cell.shape[0] if self.states else 0
+
+    def get_seq_length(self, layer_idx: int | None = 0) -> int:
+        """Input positions fed so far (padding included), which `generate()` uses to slice new inputs."""
+        return self.seen_positions
+
+    def get_max_length(self, layer_idx: int | None = None) -> int:
+        return -1
+
+    def num_bytes(self) -> int:
+        """Memory held by the state, in bytes."""
+        return sum(state.num_bytes() for state in self.states)
+
+    def _map(self, fn):
+        self.states = [state.map_batch(fn) for state in self.states]
+
+    def reorder_cache(self, beam_idx: torch.LongTensor):
+        """Beam search: row i becomes row `beam_idx[i]`."""
+        self._map(lambda t: t.index_select(0, beam_idx.to(t.device)))
+
+    def batch_repeat_interleave(self, repeats: int):
+        self._map(lambda t: t.repeat_interleave(repeats, dim=0))
+
+    def batch_select_indices(self, indices: torch.Tensor):
+        self._map(lambda t: t[indices.to(t.device)])
+
+    def reset(self):
+        self.states = []
+        self.seen_positions = 0
+
+    def crop(self, max_length: int):
+        if max_length < 0:
+            max_length = self.seen_positions + max_length
+        if max_length >= self.seen_positions:
+            return
+        raise ValueError(
+            f"RANCache cannot be cropped to {max_length} positions (it has seen {self.seen_positions}): a recurrent "
+            "state cannot go back into a finished window. Re-run the prompt instead (assisted decoding and other "
+            "rollback features are not supported by RAN)."
+        )
 
 
 class RANModel(RANPreTrainedModel):
@@ -665,6 +1044,8 @@ class RANModel(RANPreTrainedModel):
         attention_mask: torch.Tensor | None = None,
         inputs_embeds: torch.FloatTensor | None = None,
         initial_cell: torch.FloatTensor | None = None,
+        past_key_values: "RANCache | None" = None,
+        use_cache: bool | None = None,
         output_hidden_states: bool | None = None,
         output_attentions: bool | None = None,
         return_dict: bool | None = None,
@@ -683,6 +1064,17 @@ class RANModel(RANPreTrainedModel):
             initial_cell (`torch.FloatTensor` of shape `(batch_size, hidden_size)`, *optional*):
                 Cell that seeds the first layer, per row (the authors' `with_cell`). A row of zeros means "none":
                 that row starts from the cell initializer.
+            past_key_values (`RANCache`, *optional*):
+                Causal mode only (`config.is_decoder=True`): the recurrent state left by earlier calls; the input
+                continues it. `attention_mask` may then cover the past and the new tokens (its last
+                `sequence_length` columns are used).
+            use_cache (`bool`, *optional*):
+                Causal mode only: return the updated `RANCache` as `past_key_values`.
+
+        Causal mode differs from the bidirectional one: tokens attend causally inside their window, the cell row
+        reads its whole window (so context crosses windows), there is no `min_window_size` merge, memory review of
+        a token in window i reads `[s_0, c_1 .. c_{i-1}]`, and every layer starts from its own initial cell
+        (`initial_cell` seeds the first layer only). So the output at position t depends on tokens <= t only.
         """
         output_attentions = output_attentions if output_attentions is not None else self.config.output_attentions
         output_hidden_states = (
@@ -690,6 +1082,11 @@ class RANModel(RANPreTrainedModel):
         )
         return_dict = return_dict if return_dict is not None else self.config.return_dict
 
+        if self.config.is_decoder:
+            return self._forward_causal(input_ids, attention_mask, inputs_embeds, initial_cell, past_key_values,
+                                        use_cache, output_hidden_states, output_attentions, return_dict)
+        if past_key_values is not None:
+            raise ValueError("RANModel: `past_key_values` needs a causal model (`config.is_decoder=True`).")
         sequence_mask = self._check_inputs(input_ids, attention_mask, inputs_embeds, initial_cell)
         layout = RANWindowLayout.from_mask(sequence_mask, self.config.window_size, self.config.min_window_size)
 
@@ -721,6 +1118,86 @@ class RANModel(RANPreTrainedModel):
             pooler_output=pooler_output,
             last_cell=last_cell,
             cells=cells,
+            hidden_states=all_hidden_states,
+            attentions=all_attentions,
+            memory_review_attentions=all_reviews,
+        )
+        return output if return_dict else output.to_tuple()
+
+    def _forward_causal(self, input_ids, attention_mask, inputs_embeds, initial_cell, cache, use_cache,
+                        output_hidden_states, output_attentions, return_dict) -> RANModelOutput | tuple:
+        """Causal encoder over a chunk that continues `cache` (a fresh state when there is none)."""
+        use_cache = use_cache if use_cache is not None else (self.config.use_cache and not self.training)
+        if cache is not None and not isinstance(cache, RANCache):
+            raise TypeError(
+                f"RANModel: `past_key_values` must be a RANCache (got {type(cache).__name__}); RAN keeps a recurrent "
+                "state, not per-token keys and values. Pass the cache a previous call returned, or None."
+            )
+        if attention_mask is not None:
+            length = (input_ids if input_ids is not None else inputs_embeds).shape[1]
+            if attention_mask.dim() == 2 and attention_mask.shape[1] > length and cache is not None:
+                attention_mask = attention_mask[:, -length:]
+        sequence_mask = self._check_inputs(input_ids, attention_mask, inputs_embeds, initial_cell)
+        batch_size, length = sequence_mask.shape
+        embeddings = self.embeddings(input_ids, inputs_embeds)
+        if cache is None:
+            cache = RANCache(self.config) if use_cache else None
+        states = cache.states if cache is not None and cache.states else [None] * len(self.layers)
+        if cache is not None and cache.states and cache.batch_size != batch_size:
+            raise ValueError(f"RANModel: the cache holds {cache.batch_size} rows but the input has {batch_size}.")
+
+        all_hidden_states = () if output_hidden_states else None
+        all_attentions = () if output_attentions else None
+        all_reviews = () if output_attentions and self.config.use_memory_review else None
+        new_states = []
+        decode_step = (
+            length == 1 and states[0] is not None and bool(sequence_mask.all()) and not output_attentions
+        )
+        if decode_step:
+            hidden = embeddings[:, 0]
+            if output_hidden_states:
+                all_hidden_states += (hidden[:, None],)
+            for layer, state in zip(self.layers, states):
+                hidden, state = layer.step(hidden, state)
+                new_states.append(state)
+                if output_hidden_states:
+                    all_hidden_states += (hidden[:, None],)
+            last_hidden_state, last_cell, cells = hidden[:, None], new_states[-1].cell, None
+        else:
+            # each row's current window is laid out from its start: placeholders for the tokens already seen
+            seen = states[0].window_length if states[0] is not None else sequence_mask.new_zeros(batch_size).long()
+            prefix = int(seen.max())
+            if prefix:
+                prefix_mask = torch.arange(prefix, device=seen.device)[None, :] >= (prefix - seen)[:, None]
+                sequence_mask = torch.cat([prefix_mask, sequence_mask], dim=1)
+                embeddings = torch.cat([embeddings.new_zeros(batch_size, prefix, embeddings.shape[-1]), embeddings], 1)
+            layout = RANWindowLayout.from_mask(sequence_mask, self.config.window_size, 0)
+            hidden = layout.to_grid(embeddings)
+            if output_hidden_states:
+                all_hidden_states += (layout.to_sequence(hidden)[:, prefix:],)
+            for i, (layer, state) in enumerate(zip(self.layers, states)):
+                if state is None:
+                    state = layer.initial_state(initial_cell if i == 0 else None, batch_size, hidden)
+                layer_output = layer(hidden, None, layout, state, output_attentions=output_attentions)
+                hidden = layer_output.hidden_states
+                new_states.append(layer_output.state)
+                if output_hidden_states:
+                    all_hidden_states += (layout.to_sequence(hidden)[:, prefix:],)
+                if output_attentions:
+                    all_attentions += (layer_output.window_attentions,)
+                    if all_reviews is not None:
+                        all_reviews += (layer_output.memory_review_attentions,)
+            last_hidden_state = layout.to_sequence(hidden)[:, prefix:]
+            last_cell, cells = layer_output.last_cell, layer_output.cells
+        if cache is not None:
+            cache.states = new_states
+            cache.seen_positions += length
+
+        output = RANModelOutput(
+            last_hidden_state=last_hidden_state,
+            last_cell=last_cell,
+            cells=cells,
+            past_key_values=cache if use_cache else None,
             hidden_states=all_hidden_states,
             attentions=all_attentions,
             memory_review_attentions=all_reviews,
@@ -982,6 +1459,77 @@ class RANForQuestionAnswering(RANPreTrainedModel):
             loss = self.loss_function(start_logits, end_logits, start_positions, end_positions, **kwargs)
         output = QuestionAnsweringModelOutput(loss=loss, start_logits=start_logits, end_logits=end_logits,
                                               hidden_states=outputs.hidden_states, attentions=outputs.attentions)
+        return output if _return_dict(return_dict, self.config) else output.to_tuple()
+
+
+class RANForCausalLM(RANPreTrainedModel, GenerationMixin):
+    """Causal RAN language model with an LM head tied to the input embeddings, and `generate()` on a constant-size
+    recurrent cache ([`RANCache`]). The encoder runs in causal mode (see `RANModel.forward`) whatever
+    `config.is_decoder` says when the model is built."""
+
+    _tied_weights_keys = {
+        "lm_head.decoder.weight": "ran.embeddings.word_embeddings.weight",
+        "lm_head.decoder.bias": "lm_head.bias",
+    }
+    _keys_to_ignore_on_load_unexpected = [r"^ran\.pooler\."]
+    _is_stateful = True
+
+    def __init__(self, config: RANConfig):
+        if not config.is_decoder:
+            logger.info("RANForCausalLM: setting `config.is_decoder=True` (causal windows, no merge, no leakage).")
+            config.is_decoder = True
+        super().__init__(config)
+        self.ran = RANModel(config, add_pooling_layer=False)
+        self.lm_head = RANLMHead(config)
+        self.post_init()
+
+    @classmethod
+    def _supports_default_dynamic_cache(cls) -> bool:
+        return False  # RAN builds its own RANCache
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.lm_head.decoder
+
+    def set_output_embeddings(self, new_embeddings: nn.Linear):
+        self.lm_head.decoder = new_embeddings
+        self.lm_head.bias = new_embeddings.bias
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        labels: torch.LongTensor | None = None,
+        past_key_values: RANCache | None = None,
+        use_cache: bool | None = None,
+        initial_cell: torch.FloatTensor | None = None,
+        output_hidden_states: bool | None = None,
+        output_attentions: bool | None = None,
+        return_dict: bool | None = None,
+        logits_to_keep: int = 0,
+        **kwargs,
+    ) -> CausalLMOutputWithPast | tuple:
+        r"""
+        labels (`torch.LongTensor` of shape `(batch_size, sequence_length)`, *optional*):
+            The input ids themselves (the shift happens inside, Transformers style); -100 marks positions without
+            a loss.
+        past_key_values (`RANCache`, *optional*): state to continue from; returned updated when `use_cache`.
+        logits_to_keep (`int`, *optional*): compute logits for the last `logits_to_keep` positions only (0: all).
+        """
+        outputs = self.ran(
+            input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds, initial_cell=initial_cell,
+            past_key_values=past_key_values, use_cache=use_cache, output_hidden_states=output_hidden_states,
+            output_attentions=output_attentions, return_dict=True,
+        )
+        hidden = outputs.last_hidden_state
+        if logits_to_keep:
+            hidden = hidden[:, -logits_to_keep:]
+        logits = self.lm_head(hidden)
+        loss = None
+        if labels is not None:
+            loss = self.loss_function(logits, labels, vocab_size=self.config.vocab_size, **kwargs)
+        output = CausalLMOutputWithPast(loss=loss, logits=logits, past_key_values=outputs.past_key_values,
+                                        hidden_states=outputs.hidden_states, attentions=outputs.attentions)
         return output if _return_dict(return_dict, self.config) else output.to_tuple()
 
 
