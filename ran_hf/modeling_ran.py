@@ -1057,7 +1057,8 @@ class RANModel(RANPreTrainedModel):
                 Token ids. Exactly one of `input_ids` and `inputs_embeds` must be given.
             attention_mask (`torch.Tensor` of shape `(batch_size, sequence_length)`, *optional*):
                 1 for real tokens, 0 for padding (left, right or anywhere). Defaults to
-                `input_ids != config.pad_token_id` (all ones with `inputs_embeds`). Each row is windowed by its own
+                `input_ids != config.pad_token_id` (all ones with `inputs_embeds`, and in causal mode, where the pad
+                id is often also a real token such as eos). Each row is windowed by its own
                 real tokens, so outputs do not depend on padding or on the other rows of the batch.
             inputs_embeds (`torch.FloatTensor` of shape `(batch_size, sequence_length, hidden_size)`, *optional*):
                 Vectors used instead of the embedding lookup (they still go through the embedding norm).
@@ -1250,7 +1251,9 @@ class RANModel(RANPreTrainedModel):
             )
         device = input_ids.device if input_ids is not None else inputs_embeds.device
         if attention_mask is None:
-            if input_ids is not None and self.config.pad_token_id is not None:
+            # causal LMs often share the pad id with a real token (eos): there the default is "all real", as in
+            # Transformers' decoders; generate() passes the mask it builds
+            if input_ids is not None and self.config.pad_token_id is not None and not self.config.is_decoder:
                 return input_ids != self.config.pad_token_id
             return torch.ones(shape, dtype=torch.bool, device=device)
         if not isinstance(attention_mask, torch.Tensor) or tuple(attention_mask.shape) != shape:
