@@ -896,6 +896,14 @@ class RANPreTrainedModel(PreTrainedModel):
     _supports_flash_attn = False
     _supports_flex_attn = False
 
+    def save_pretrained(self, save_directory, *args, **kwargs):
+        """`save_pretrained`, writing every RAN head into `config.auto_map` (not only this model's class), so a
+        checkpoint saved from one head (e.g. a pretrained masked LM) loads into any other head with
+        `AutoModelFor*.from_pretrained(..., trust_remote_code=True)`."""
+        if getattr(self, "_auto_class", None) is not None:
+            self.config.auto_map = {**RAN_AUTO_MAP, **(getattr(self.config, "auto_map", None) or {})}
+        return super().save_pretrained(save_directory, *args, **kwargs)
+
     @torch.no_grad()
     def _init_weights(self, module: nn.Module):
         """The authors' init: truncated normal (std `initializer_range`, cut at 2 std) for every kernel and the
@@ -1346,6 +1354,9 @@ class RANForSequenceClassification(RANPreTrainedModel):
     """RAN with a linear classifier on the pooled document vector (eq. 10). `config.problem_type` selects
     regression (MSE), single-label (cross-entropy) or multi-label (BCE with logits) as in Transformers."""
 
+    # a pretrained masked-LM checkpoint carries the LM head; fine-tuning from it drops that head quietly
+    _keys_to_ignore_on_load_unexpected = [r"^lm_head\."]
+
     def __init__(self, config: RANConfig):
         super().__init__(config)
         self.num_labels = config.num_labels
@@ -1538,3 +1549,14 @@ class RANForCausalLM(RANPreTrainedModel, GenerationMixin):
 
 def _return_dict(return_dict: bool | None, config: RANConfig) -> bool:
     return return_dict if return_dict is not None else config.return_dict
+
+
+# Auto class -> model class, written into `config.auto_map` of every saved checkpoint (remote code)
+RAN_AUTO_MAP = {
+    "AutoModel": "modeling_ran.RANModel",
+    "AutoModelForMaskedLM": "modeling_ran.RANForMaskedLM",
+    "AutoModelForCausalLM": "modeling_ran.RANForCausalLM",
+    "AutoModelForSequenceClassification": "modeling_ran.RANForSequenceClassification",
+    "AutoModelForTokenClassification": "modeling_ran.RANForTokenClassification",
+    "AutoModelForQuestionAnswering": "modeling_ran.RANForQuestionAnswering",
+}
