@@ -1,5 +1,8 @@
+import json
 import os
 import sys
+
+import numpy as np
 
 import pytest
 import torch
@@ -41,3 +44,28 @@ def randomize(model, seed=0, bias_scale=0.1):
 @pytest.fixture
 def fixtures_dir():
     return FIXTURES
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny models: single-threaded (OpenMP spin-waiting on a busy 2-core machine is far slower); restored after."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+def convert_fixture(fixture_path, work):
+    """Run the converter CLI on a golden fixture, as a user would on the released checkpoint: an .npz keyed by the
+    released variable names plus the authors' config.json. Returns (model directory, the fixture npz)."""
+    from ran_hf.convert_official_checkpoint import main as convert_main
+
+    fixture = np.load(fixture_path)
+    meta = json.loads(str(fixture["config_json"]))
+    table = json.loads(str(fixture["weight_names_json"]))
+    np.savez(work / "released.npz", **{released: fixture[key] for key, _, released in table})
+    with open(work / "config.json", "w") as f:
+        json.dump(meta["config"], f)
+    convert_main(["--checkpoint", str(work / "released.npz"), "--config", str(work / "config.json"),
+                  "--output", str(work / "model")])
+    return str(work / "model"), fixture

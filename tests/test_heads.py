@@ -1,7 +1,6 @@
 """Task heads: masked-LM parity with the authors' package, and the Transformers loss conventions of every head
 (problem types, -100, `num_items_in_batch` through `self.loss_function`), QA spans never on padding."""
 
-import json
 import os
 
 import numpy as np
@@ -15,8 +14,7 @@ from ran_hf import (
     RANForSequenceClassification,
     RANForTokenClassification,
 )
-from ran_hf.convert_official_checkpoint import main as convert_main
-from conftest import FIXTURES, randomize, tiny_config
+from conftest import FIXTURES, convert_fixture, randomize, tiny_config
 
 
 MLM_FIXTURE = os.path.join(FIXTURES, "fixture_mlm.npz")
@@ -28,14 +26,7 @@ MLM_TOLERANCE = 4e-5
 HEADS = [RANForMaskedLM, RANForSequenceClassification, RANForTokenClassification, RANForQuestionAnswering]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models gain nothing from intra-op threads, and on a busy 2-core machine OpenMP spin-waiting makes their
-    small matmuls up to 100x slower; run this module single-threaded and restore the setting afterwards."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -80,17 +71,8 @@ def token_labels(ids, num_classes, keep_counts, seed=1):
 
 @pytest.fixture(scope="module")
 def mlm_fixture(tmp_path_factory):
-    """Convert the MLM fixture through the converter CLI (keys and layout as in test_parity.py)."""
-    fixture = np.load(MLM_FIXTURE)
-    meta = json.loads(str(fixture["config_json"]))
-    table = json.loads(str(fixture["weight_names_json"]))
-    work = tmp_path_factory.mktemp("converted_mlm")
-    np.savez(work / "released.npz", **{released: fixture[key] for key, _, released in table})
-    with open(work / "config.json", "w") as f:
-        json.dump(meta["config"], f)
-    convert_main(["--checkpoint", str(work / "released.npz"), "--config", str(work / "config.json"),
-                  "--output", str(work / "model")])
-    return str(work / "model"), fixture
+    """Convert the MLM fixture through the converter CLI."""
+    return convert_fixture(MLM_FIXTURE, tmp_path_factory.mktemp("converted_mlm"))
 
 
 def test_converted_mlm_loads_every_weight_with_tied_decoder(mlm_fixture):

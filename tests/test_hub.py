@@ -43,13 +43,7 @@ CLASSES = list(AUTO_NAMES)
 PACKAGE_DIR = os.path.dirname(os.path.abspath(ran_hf.__file__))
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models: single-threaded (OpenMP spin-waiting on a busy 2-core machine is far slower); restored after."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def padded_batch(lengths=(37, 20, 9), vocab=97, seed=0):

@@ -12,7 +12,7 @@ import torch
 
 from ran_hf import RANConfig, RANModel
 from ran_hf.convert_official_checkpoint import main as convert_main
-from conftest import FIXTURES
+from conftest import FIXTURES, convert_fixture
 
 
 ENCODER = os.path.join(FIXTURES, "fixture_encoder.npz")
@@ -22,16 +22,8 @@ TOLERANCE = 1e-5
 @pytest.fixture(scope="module")
 def converted(tmp_path_factory):
     """Run the converter CLI on the fixture: an .npz keyed by the released checkpoint variable names."""
-    fixture = np.load(ENCODER)
-    meta = json.loads(str(fixture["config_json"]))
-    table = json.loads(str(fixture["weight_names_json"]))
-    work = tmp_path_factory.mktemp("converted")
-    np.savez(work / "released.npz", **{released: fixture[key] for key, _, released in table})
-    with open(work / "config.json", "w") as f:
-        json.dump(meta["config"], f)
-    convert_main(["--checkpoint", str(work / "released.npz"), "--config", str(work / "config.json"),
-                  "--output", str(work / "model")])
-    return str(work / "model"), fixture, meta
+    path, fixture = convert_fixture(ENCODER, tmp_path_factory.mktemp("converted"))
+    return path, fixture, json.loads(str(fixture["config_json"]))
 
 
 def max_error(tensor, expected):

@@ -17,13 +17,7 @@ VOCAB = SPECIALS + WORDS
 LABELS = {0: "O", 1: "ENT"}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models: single-threaded (OpenMP spin-waiting on a busy 2-core machine is far slower); restored after."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def long_text(num_words, seed=0):
