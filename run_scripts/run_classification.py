@@ -1,0 +1,516 @@
+#!/usr/bin/env python
+# Copyright 2026 The ran_hf authors. Licensed under the Apache License, Version 2.0.
+"""Long-document classification with RAN (`RANForSequenceClassification`) and the Transformers `Trainer`.
+
+Documents are NOT cut at 512 tokens: `--max_length` (default 8192; 0 = no limit) is the only truncation.
+
+Data: `.jsonl`/`.json`/`.csv`/`.tsv` files (optionally `.gz`) with a text field and a label field
+(`--text_column_name text --label_column_name label`):
+  * single-label: the label is an int or a string (`{"text": "...", "label": "sports"}`);
+  * multi-label: the label is a list (`{"text": "...", "label": ["a", "c"]}`; JSON only) and training uses
+    `problem_type=multi_label_classification` (sigmoid, threshold `--multi_label_threshold`).
+The label set is the training split's; a validation/test label unseen in training is an error naming the labels.
+Empty documents are an error naming the lines; `--skip_empty_documents` skips them with a warning instead.
+
+Model: from scratch (config flags `--hidden_size --num_hidden_layers --num_attention_heads --attention_head_size
+--window_size`; a WordPiece tokenizer is trained on the training split unless `--tokenizer_name` is given) or from a
+checkpoint (`--model_name_or_path DIR`, e.g. the output of `run_mlm.py`).
+
+Evaluation: accuracy, micro-F1 and macro-F1 (scikit-learn; subset accuracy for multi-label) on the validation split
+(`--validation_file`, or `--validation_split_percentage` of the training split, used for model selection) and on the
+test split (`--test_file`), printed next to the majority-class baseline (the most frequent training label applied
+to the test documents). The token-length distribution of every split is printed before training.
+
+Default job: with NO data file, this trains a small RAN from scratch on the Hyperpartisan News Detection by-article
+data shipped in `run_scripts/data/hyperpartisan/` (official train split, a stratified 10% of it held out as a dev
+split for model selection; evaluated once on the official publisher-disjoint test split, next to the majority-class
+baseline) and writes `outputs/hyperpartisan`. Tiny config: hidden 128, 2 layers, 4 heads x 32, window 128, an
+8k WordPiece vocabulary trained on the train split, `--max_length 2048` (95% of the articles whole; the only
+setting the default job adds, see `DEFAULT_JOB_ARGS`), 6 epochs at lr 3e-4, batch 8 grouped by length, one torch
+thread. About 6-8 minutes on 2 busy CPU cores:
+
+    python run_scripts/run_classification.py
+
+Other examples:
+
+    python run_scripts/run_classification.py --train_file train.jsonl --validation_file dev.jsonl \
+        --test_file test.jsonl --output_dir outputs/my_task --num_train_epochs 3
+    python run_scripts/run_classification.py --model_name_or_path outputs/mlm --train_file train.csv \
+        --test_file test.csv --output_dir outputs/from_mlm --learning_rate 1e-4
+
+Any `TrainingArguments` flag works. The script's own defaults (later flags win) are listed in `SCRIPT_DEFAULTS`.
+If none of `--do_train/--do_eval/--do_predict` is given, the script does every step it has data for.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import utils_ran  # noqa: E402
+from utils_ran import (  # noqa: E402
+    RANModelArguments,
+    RANTrainer,
+    build_model,
+    check_file,
+    command_line,
+    disable_eval_if_no_data,
+    format_length_table,
+    format_metrics_table,
+    get_tokenizer,
+    length_statistics,
+    read_records,
+    resolve_checkpoint,
+    setup_logging,
+    setup_threads,
+    sort_by_length,
+    unsort,
+    write_model_card,
+)
+
+import datasets  # noqa: E402
+from sklearn.metrics import accuracy_score, f1_score  # noqa: E402
+from transformers import (  # noqa: E402
+    AutoModelForSequenceClassification,
+    DataCollatorWithPadding,
+    HfArgumentParser,
+    TrainingArguments,
+    set_seed,
+)
+
+
+logger = logging.getLogger("run_scripts")
+
+DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "hyperpartisan")
+DEFAULT_TRAIN_FILE = os.path.join(DATA_DIR, "train-byarticle.jsonl.gz")
+DEFAULT_TEST_FILE = os.path.join(DATA_DIR, "test-byarticle.jsonl.gz")
+
+# Prepended to the command line (later flags win): the default job's training setup.
+SCRIPT_DEFAULTS = [
+    "--output_dir", "outputs/hyperpartisan",
+    "--learning_rate", "3e-4", "--num_train_epochs", "6", "--warmup_steps", "0.1", "--weight_decay", "0.01",
+    "--per_device_train_batch_size", "8", "--per_device_eval_batch_size", "16",
+    "--train_sampling_strategy", "group_by_length",
+    "--eval_strategy", "epoch", "--save_strategy", "epoch", "--save_total_limit", "1",
+    "--load_best_model_at_end", "--metric_for_best_model", "macro_f1",
+    "--logging_steps", "10", "--report_to", "none", "--seed", "42",
+    *([] if torch.cuda.is_available() else ["--dataloader_pin_memory", "False"]),
+]
+# Added too when no data file is given (the default Hyperpartisan job): 2048 tokens keep 95% of its articles whole.
+DEFAULT_JOB_ARGS = ["--max_length", "2048"]
+DATA_FLAGS = ("--train_file", "--validation_file", "--test_file")
+
+
+@dataclass
+class ModelArguments(RANModelArguments):
+    tokenizer_vocab_size: int = field(default=8000, metadata={"help": "Vocabulary of a tokenizer trained here."})
+    torch_threads: int | None = field(
+        default=1,
+        metadata={"help": "torch.set_num_threads (0: torch's default). The tiny default model trains fastest "
+                          "single-threaded; raise it for bigger models."},
+    )
+
+
+@dataclass
+class DataTrainingArguments:
+    train_file: str | None = field(
+        default=None,
+        metadata={"help": "Training data (.jsonl/.json/.csv/.tsv, optionally .gz). With no data file at all, the "
+                          "shipped Hyperpartisan by-article train/test split is used."},
+    )
+    validation_file: str | None = field(default=None, metadata={"help": "Validation data (model selection)."})
+    test_file: str | None = field(default=None, metadata={"help": "Test data (final evaluation)."})
+    validation_split_percentage: float = field(
+        default=10.0,
+        metadata={"help": "Without --validation_file: percentage of the training split held out (stratified) for "
+                          "validation / model selection. 0 turns it off."},
+    )
+    text_column_name: str = field(
+        default="text",
+        metadata={"help": "Field holding the document text; several, comma-separated (e.g. 'title,text'), are "
+                          "joined with a blank line."},
+    )
+    label_column_name: str = field(default="label", metadata={"help": "Field holding the label(s)."})
+    max_length: int | None = field(
+        default=8192,
+        metadata={"help": "Truncate documents to this many tokens ([CLS] and [SEP] included). 0: no limit."},
+    )
+    multi_label_threshold: float = field(default=0.5, metadata={"help": "Multi-label: sigmoid threshold."})
+    skip_empty_documents: bool = field(
+        default=False, metadata={"help": "Skip empty documents with a warning instead of failing."}
+    )
+    max_train_samples: int | None = field(default=None, metadata={"help": "Keep only the first N training docs."})
+    max_eval_samples: int | None = field(default=None, metadata={"help": "Keep only the first N validation docs."})
+    max_predict_samples: int | None = field(default=None, metadata={"help": "Keep only the first N test docs."})
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# labels
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+def _label_key(value, path, line, arg_name) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise ValueError(f"--{arg_name} '{path}', line {line}: label {value!r} is not a class (regression is not "
+                             f"supported by this script); use int or string labels.")
+        value = int(value)
+    if isinstance(value, (int, str)):
+        key = str(value).strip()
+        if key:
+            return key
+    raise ValueError(f"--{arg_name} '{path}', line {line}: invalid label {value!r}; use an int, a string or a list "
+                     f"of them (multi-label).")
+
+
+def parse_labels(records, label_field, path, arg_name) -> tuple[bool, list]:
+    """(multi_label, per-record label keys: a str, or a list of str for multi-label)."""
+    kinds = {isinstance(r[label_field], (list, tuple)) for r in records}
+    if len(kinds) > 1:
+        first_list = next(r["_line"] for r in records if isinstance(r[label_field], (list, tuple)))
+        first_scalar = next(r["_line"] for r in records if not isinstance(r[label_field], (list, tuple)))
+        raise ValueError(f"--{arg_name} '{path}': field {label_field!r} is a list on line {first_list} (multi-label) "
+                         f"but a single value on line {first_scalar}; use one kind for the whole file.")
+    multi = kinds == {True}
+    keys = []
+    for r in records:
+        value = r[label_field]
+        if multi:
+            keys.append(sorted({_label_key(v, path, r["_line"], arg_name) for v in value}))
+        else:
+            keys.append(_label_key(value, path, r["_line"], arg_name))
+    return multi, keys
+
+
+def sort_labels(keys) -> list[str]:
+    try:
+        return sorted(keys, key=int)
+    except ValueError:
+        return sorted(keys)
+
+
+def check_known_labels(keys, multi, label2id, path, arg_name, records):
+    unseen = {}
+    for key, r in zip(keys, records):
+        for k in (key if multi else [key]):
+            if k not in label2id:
+                unseen.setdefault(k, []).append(r["_line"])
+    if unseen:
+        detail = "; ".join(f"{k!r} (line {', '.join(map(str, v[:5]))}{', ...' if len(v) > 5 else ''})"
+                           for k, v in sorted(unseen.items()))
+        raise ValueError(
+            f"--{arg_name} '{path}' has label(s) never seen in the training data: {detail}. Known labels: "
+            f"{sorted(label2id)}. A classifier cannot predict a class it was not trained on: fix these labels, "
+            f"add training examples of them, or drop these documents."
+        )
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# metrics
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+def classification_scores(y_true: np.ndarray, y_pred: np.ndarray) -> dict:
+    """Accuracy (subset accuracy for multi-label), micro-F1 and macro-F1."""
+    return {
+        "accuracy": float(accuracy_score(y_true, y_pred)),
+        "micro_f1": float(f1_score(y_true, y_pred, average="micro", zero_division=0)),
+        "macro_f1": float(f1_score(y_true, y_pred, average="macro", zero_division=0)),
+    }
+
+
+def logits_to_predictions(logits: np.ndarray, multi: bool, threshold: float) -> np.ndarray:
+    if isinstance(logits, (tuple, list)):
+        logits = logits[0]
+    if multi:
+        return (1.0 / (1.0 + np.exp(-logits)) > threshold).astype(int)
+    return logits.argmax(-1)
+
+
+def majority_baseline(train_labels: np.ndarray, n: int, multi: bool) -> np.ndarray:
+    """Most frequent training label (multi-label: every label present in more than half the training docs)."""
+    if multi:
+        return np.tile((train_labels.mean(0) > 0.5).astype(int), (n, 1))
+    return np.full(n, np.bincount(train_labels).argmax())
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# main
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> dict:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = HfArgumentParser((ModelArguments, DataTrainingArguments, TrainingArguments))
+    default_job = not any(a.split("=", 1)[0] in DATA_FLAGS for a in argv)
+    defaults = SCRIPT_DEFAULTS + (DEFAULT_JOB_ARGS if default_job else [])
+    model_args, data_args, training_args = utils_ran.parse_args(parser, argv, defaults)
+    setup_logging(training_args)
+    setup_threads(model_args)
+    started = time.time()
+
+    default_job = not any([data_args.train_file, data_args.validation_file, data_args.test_file])
+    if default_job:
+        data_args.train_file, data_args.test_file = DEFAULT_TRAIN_FILE, DEFAULT_TEST_FILE
+        logger.info("No data files given: the default job, Hyperpartisan by-article (SemEval-2019 Task 4) from "
+                    f"{DATA_DIR}.")
+    if not utils_ran.steps_given(argv):  # (TrainingArguments sets do_eval itself when eval_strategy != no)
+        training_args.do_train = data_args.train_file is not None
+        training_args.do_eval = data_args.validation_file is not None or (
+            training_args.do_train and data_args.validation_split_percentage > 0)
+        training_args.do_predict = data_args.test_file is not None
+    if training_args.do_train and not data_args.train_file:
+        raise ValueError("--do_train needs --train_file.")
+    if not training_args.do_train and not model_args.model_name_or_path:
+        raise ValueError("Evaluation or prediction without training needs a trained model: pass "
+                         "--model_name_or_path.")
+    if training_args.do_predict and not data_args.test_file:
+        raise ValueError("--do_predict needs --test_file.")
+    max_length = data_args.max_length or None
+    set_seed(training_args.seed)
+
+    # ---- read the data (errors name file, line and fix)
+    text_cols, label_col = utils_ran.split_columns(data_args.text_column_name), data_args.label_column_name
+    fields = [label_col]
+    splits: dict[str, tuple[str, list[dict]]] = {}
+    for split, path, arg in [("train", data_args.train_file, "train_file"),
+                             ("validation", data_args.validation_file, "validation_file"),
+                             ("test", data_args.test_file, "test_file")]:
+        if path is None or (split == "train" and not training_args.do_train) or (
+                split == "validation" and not training_args.do_eval) or (
+                split == "test" and not training_args.do_predict):
+            continue
+        records = read_records(check_file(path, arg), fields, arg, text_field=text_cols,
+                               skip_empty=data_args.skip_empty_documents)
+        limit = {"train": data_args.max_train_samples, "validation": data_args.max_eval_samples,
+                 "test": data_args.max_predict_samples}[split]
+        splits[split] = (arg, records[:limit] if limit else records)
+
+    parsed = {split: parse_labels(records, label_col, getattr(data_args, arg), arg)
+              for split, (arg, records) in splits.items()}
+    if "train" in parsed:
+        multi = parsed["train"][0]
+        label_list = sort_labels({k for key in parsed["train"][1] for k in (key if multi else [key])})
+        if len(label_list) < 2 and not multi:
+            raise ValueError(f"--train_file '{data_args.train_file}' has a single label ({label_list}); "
+                             f"classification needs at least two.")
+    else:
+        config = utils_ran.AutoConfig.from_pretrained(model_args.model_name_or_path,
+                                                      trust_remote_code=model_args.trust_remote_code)
+        multi = config.problem_type == "multi_label_classification"
+        label_list = [config.id2label[i] for i in range(config.num_labels)]
+    label2id = {label: i for i, label in enumerate(label_list)}
+    for split, (multi_split, keys) in parsed.items():
+        arg, records = splits[split]
+        if multi_split != multi and len(records):
+            raise ValueError(f"--{arg} '{getattr(data_args, arg)}': labels are "
+                             f"{'lists (multi-label)' if multi_split else 'single values'} but the training data "
+                             f"is {'multi-label' if multi else 'single-label'}.")
+        check_known_labels(keys, multi, label2id, getattr(data_args, arg), arg, records)
+
+    def encode_labels(keys):
+        if multi:
+            out = np.zeros((len(keys), len(label_list)), dtype=np.float32)
+            for row, ks in enumerate(keys):
+                out[row, [label2id[k] for k in ks]] = 1.0
+            return out
+        return np.array([label2id[k] for k in keys], dtype=np.int64)
+
+    raw = {split: datasets.Dataset.from_dict({
+        "text": [r["_text"] for r in records], "labels": encode_labels(parsed[split][1]).tolist(),
+        "line": [r["_line"] for r in records]}) for split, (arg, records) in splits.items()}
+
+    # ---- validation split carved from train (stratified) when no validation file
+    if training_args.do_eval and "validation" not in raw and "train" in raw:
+        from sklearn.model_selection import train_test_split
+
+        n = len(raw["train"])
+        n_val = int(round(n * data_args.validation_split_percentage / 100))
+        if n_val < 1 or n - n_val < 1:
+            raise ValueError(f"--validation_split_percentage {data_args.validation_split_percentage} of {n} training "
+                             f"documents leaves no validation or no training documents; pass --validation_file.")
+        labels = np.array(raw["train"]["labels"])
+        stratify = labels if not multi and np.bincount(labels).min() >= 2 and n_val >= len(label_list) else None
+        train_idx, val_idx = train_test_split(np.arange(n), test_size=n_val, random_state=training_args.seed,
+                                              stratify=stratify)
+        raw["validation"] = raw["train"].select(sorted(val_idx.tolist()))
+        raw["train"] = raw["train"].select(sorted(train_idx.tolist()))
+        logger.info(f"Validation split: {n_val} of the {n} training documents (seed {training_args.seed}"
+                    f"{', stratified' if stratify is not None else ''}); the model trains on the other {n - n_val}.")
+    disable_eval_if_no_data(training_args, "validation" in raw)
+
+    # ---- tokenizer and tokenization (no truncation at 512: only --max_length)
+    resume = resolve_checkpoint(training_args) if training_args.do_train else None
+    tokenizer, tokenizer_source = get_tokenizer(model_args, lambda: list(raw["train"]["text"]),
+                                                resume_checkpoint=resume)
+
+    def tokenize(batch):
+        enc = tokenizer(batch["text"])
+        ids, masks, lengths = [], [], []
+        for x, m in zip(enc["input_ids"], enc["attention_mask"]):
+            lengths.append(len(x))
+            if max_length and len(x) > max_length:
+                keep_last = x[-1] == tokenizer.sep_token_id
+                x = x[: max_length - 1] + x[-1:] if keep_last else x[:max_length]
+                m = m[:max_length]
+            ids.append(x)
+            masks.append(m)
+        return {"input_ids": ids, "attention_mask": masks, "length": [len(x) for x in ids],
+                "full_length": lengths}
+
+    tokenized = {split: ds.map(tokenize, batched=True, remove_columns=["text"], desc=f"tokenizing {split}")
+                 for split, ds in raw.items()}
+    length_stats = {split: length_statistics(ds["full_length"]) for split, ds in tokenized.items()}
+    report = format_length_table(length_stats)
+    truncated = {split: int(sum(n > max_length for n in ds["full_length"])) if max_length else 0
+                 for split, ds in tokenized.items()}
+    print(f"\nDocument lengths in tokens ({tokenizer_source}; [CLS]/[SEP] included, before truncation):\n{report}")
+    print(f"Truncated at --max_length {max_length}: " + ", ".join(f"{s} {n}" for s, n in truncated.items()) + "\n",
+          flush=True)
+
+    # ---- model
+    config_overrides = {"id2label": dict(enumerate(label_list)), "label2id": label2id,
+                        "problem_type": "multi_label_classification" if multi else "single_label_classification"}
+    model = build_model(AutoModelForSequenceClassification, model_args, tokenizer, config_overrides,
+                        ignore_mismatched_sizes=True)
+
+    def compute_metrics(eval_pred):
+        preds = logits_to_predictions(eval_pred.predictions, multi, data_args.multi_label_threshold)
+        return classification_scores(np.asarray(eval_pred.label_ids).astype(int), preds)
+
+    eval_dataset = None
+    if "validation" in tokenized:
+        eval_dataset, _ = sort_by_length(tokenized["validation"].remove_columns(["line", "full_length"]))
+    trainer = RANTrainer(
+        model=model, args=training_args,
+        train_dataset=tokenized["train"].remove_columns(["line", "full_length"]) if "train" in tokenized else None,
+        eval_dataset=eval_dataset, processing_class=tokenizer,
+        data_collator=DataCollatorWithPadding(tokenizer), compute_metrics=compute_metrics,
+    )
+
+    results: dict = {"length_statistics": length_stats, "labels": label_list, "multi_label": multi}
+    if training_args.do_train:
+        train_result = trainer.train(resume_from_checkpoint=resume)
+        trainer.save_model()  # model + tokenizer into output_dir
+        trainer.log_metrics("train", train_result.metrics)
+        trainer.save_metrics("train", train_result.metrics)
+        trainer.save_state()
+        results["train"] = train_result.metrics
+        if trainer.state.best_model_checkpoint:
+            logger.info(f"Best checkpoint (on validation {training_args.metric_for_best_model}): "
+                        f"{trainer.state.best_model_checkpoint}")
+
+    if eval_dataset is not None:
+        metrics = trainer.evaluate(eval_dataset)
+        trainer.log_metrics("eval", metrics)
+        trainer.save_metrics("eval", metrics)
+        results["eval"] = metrics
+
+    table = {}
+    if training_args.do_predict:
+        test_sorted, order = sort_by_length(tokenized["test"].remove_columns(["full_length"]))
+        output = trainer.predict(test_sorted.remove_columns(["line"]), metric_key_prefix="test")
+        logits = output.predictions[0] if isinstance(output.predictions, tuple) else output.predictions
+        logits = np.asarray(unsort(list(logits), order))
+        y_true = np.asarray(tokenized["test"]["labels"]).astype(int)
+        y_pred = logits_to_predictions(logits, multi, data_args.multi_label_threshold)
+        scores = classification_scores(y_true, y_pred)
+        test_metrics = {**{f"test_{k}": v for k, v in scores.items()},
+                        "test_loss": output.metrics.get("test_loss"), "test_samples": len(y_true)}
+        if "train" in tokenized:
+            train_labels = np.asarray(tokenized["train"]["labels"]).astype(int)
+            baseline_source = "training labels"
+        else:  # no training split: the baseline needs one; use the test labels' majority (marked as such)
+            train_labels = y_true
+            baseline_source = "test labels (no training split)"
+        baseline = classification_scores(y_true, majority_baseline(train_labels, len(y_true), multi))
+        test_metrics.update({f"baseline_{k}": v for k, v in baseline.items()})
+        trainer.log_metrics("test", test_metrics)
+        trainer.save_metrics("test", test_metrics)
+        results["test"] = test_metrics
+        majority = ("labels in > 50% of training docs" if multi
+                    else repr(label_list[int(np.bincount(train_labels).argmax())]))
+        table = {"RAN (this run)": scores, f"majority class of the {baseline_source} ({majority})": baseline}
+        print(f"\n***** test results: {len(y_true)} documents ({data_args.test_file}) *****\n"
+              f"{format_metrics_table(table)}\n", flush=True)
+        if training_args.should_save:
+            os.makedirs(training_args.output_dir, exist_ok=True)
+            probs = (1 / (1 + np.exp(-logits))) if multi else torch.softmax(torch.from_numpy(logits).float(),
+                                                                            -1).numpy()
+            path = os.path.join(training_args.output_dir, "test_predictions.jsonl")
+            with open(path, "w", encoding="utf-8") as f:
+                for line, gold, pred, p in zip(tokenized["test"]["line"], y_true, y_pred, probs):
+                    decode = (lambda v: [label_list[i] for i in np.flatnonzero(v)]) if multi else (
+                        lambda v: label_list[int(v)])
+                    f.write(json.dumps({"line": line, "label": decode(gold), "prediction": decode(pred),
+                                        "probabilities": {label_list[i]: round(float(x), 5)
+                                                          for i, x in enumerate(p)}}) + "\n")
+            logger.info(f"Test predictions: {path}")
+
+    results["wall_time_s"] = round(time.time() - started, 1)
+    if training_args.should_save:
+        if not training_args.do_train:  # evaluation only: the directory still holds the model the card describes
+            trainer.save_model()
+        with open(os.path.join(training_args.output_dir, "all_results_summary.json"), "w") as f:
+            json.dump(results, f, indent=2, default=str)
+        write_card(training_args, data_args, model_args, trainer.model, results, table, report, truncated,
+                   max_length, tokenizer_source, label_list, multi, default_job, argv)
+    logger.info(f"Done in {results['wall_time_s']} s; output in {training_args.output_dir}")
+    return results
+
+
+def write_card(training_args, data_args, model_args, model, results, table, length_report, truncated, max_length,
+               tokenizer_source, label_list, multi, default_job, argv):
+    sections = {}
+    if table:
+        sections["Test results"] = (
+            f"On `{data_args.test_file}` ({results['test']['test_samples']} documents"
+            f"{', the official publisher-disjoint test split' if default_job else ''}):\n\n"
+            + format_metrics_table(table))
+    if "eval" in results:
+        e = results["eval"]
+        sections["Validation results"] = (
+            f"Best model on the validation split: accuracy {e.get('eval_accuracy', float('nan')):.4f}, micro-F1 "
+            f"{e.get('eval_micro_f1', float('nan')):.4f}, macro-F1 {e.get('eval_macro_f1', float('nan')):.4f} "
+            f"(validation: {data_args.validation_file or f'{data_args.validation_split_percentage:g}% of the training split, stratified'}).")
+    data = []
+    if default_job:
+        data.append("Hyperpartisan News Detection, by-article (SemEval-2019 Task 4; Kiesel et al., 2019; CC BY 4.0, "
+                    "Zenodo records 1489920 / 5776081), as shipped in `run_scripts/data/hyperpartisan/`: label 1 = "
+                    "hyperpartisan. Official train split for training (a stratified 10% of it held out for model "
+                    "selection), official publisher-disjoint test split for the test results.")
+    validation = (f"`{data_args.validation_file}`" if data_args.validation_file else
+                  f"{data_args.validation_split_percentage:g}% of the training split" if "eval" in results else "none")
+    data.append(f"Files: train `{data_args.train_file}`, validation {validation}, test "
+                f"`{data_args.test_file}`. Fields `{data_args.text_column_name}` / `{data_args.label_column_name}`; "
+                f"{'multi-label' if multi else 'single-label'}; labels (id order): {label_list}.")
+    data.append(f"Document lengths in tokens (tokenizer: {tokenizer_source}; before truncation):\n\n{length_report}\n\n"
+                f"Truncation at {max_length or 'no limit'} tokens; documents truncated: {truncated}.")
+    sections["Data"] = "\n\n".join(data)
+    if "train" in results:
+        sections["Training"] = (f"{results['train'].get('train_runtime', 0):.0f} s of training; whole run "
+                                f"{results['wall_time_s']} s, {torch.get_num_threads()} torch thread(s).")
+    write_model_card(
+        training_args.output_dir, title=f"RAN long-document classifier{' (Hyperpartisan)' if default_job else ''}",
+        description=("A Recurrent Attention Network (RAN, Li et al., ACL 2023) classifier for whole long documents "
+                     "(no 512-token cap), trained with `run_scripts/run_classification.py` of `ran_hf` "
+                     f"{'from ' + model_args.model_name_or_path if model_args.model_name_or_path else 'from scratch'}."),
+        auto_class="AutoModelForSequenceClassification", sections=sections, model=model,
+        training_args=training_args, command=command_line("run_classification.py", argv),
+        tags=["text-classification"],
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,444 @@
+#!/usr/bin/env python
+# Copyright 2026 The ran_hf authors. Licensed under the Apache License, Version 2.0.
+"""Named-entity recognition on WHOLE documents with RAN (`RANForTokenClassification`) and the Transformers `Trainer`.
+
+Data: CoNLL column files (`token POS chunk NER`, e.g. CoNLL-2003; the tag is the last column unless
+`--label_column`): a `-DOCSTART-` line starts a document and a blank line ends a sentence. Every document is kept
+whole: its sentences are joined into ONE input (hundreds to thousands of word pieces; no 512 cap, no truncation unless
+`--max_length`). A file without `-DOCSTART-` lines is read one sentence per example (with a warning), as is any file
+with `--document_level False`.
+
+Word pieces: a word's tag goes on its first piece; other pieces, [CLS], [SEP] and pads get -100 (no loss). A word the
+tokenizer turns into no piece at all (e.g. a lone control character) is replaced by [UNK] so every word is predicted.
+
+Evaluation: entity-level precision / recall / F1 (and token accuracy) with `seqeval` (conlleval rules) on every word;
+the per-type report goes to the log, `<split>_results.json` and the model card, and the test predictions to
+`test_predictions.txt` (`word gold predicted`, CoNLL layout, sentences restored).
+Tag sets: the training file's tags; a validation/test tag unseen in training is an error naming the tags.
+An empty document (`-DOCSTART-` with no tokens after it) is an error naming its line; `--skip_empty_documents`
+skips it with a warning instead.
+
+From scratch (a cased WordPiece tokenizer is trained on the training words unless `--tokenizer_name` is given;
+config flags as in run_classification.py) or from `--model_name_or_path`.
+
+    python run_scripts/run_ner.py --train_file /work/shared/data/conll2003/train.txt \
+        --validation_file /work/shared/data/conll2003/valid.txt --test_file /work/shared/data/conll2003/test.txt \
+        --output_dir outputs/conll2003 --num_train_epochs 5
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import utils_ran  # noqa: E402
+from utils_ran import (  # noqa: E402
+    RANModelArguments,
+    RANTrainer,
+    build_model,
+    check_file,
+    command_line,
+    disable_eval_if_no_data,
+    format_length_table,
+    format_metrics_table,
+    get_tokenizer,
+    length_statistics,
+    open_text,
+    resolve_checkpoint,
+    setup_logging,
+    setup_threads,
+    sort_by_length,
+    unsort,
+    write_model_card,
+)
+
+import datasets  # noqa: E402
+from seqeval.metrics import accuracy_score, classification_report, f1_score, precision_score, recall_score  # noqa: E402
+from transformers import (  # noqa: E402
+    AutoModelForTokenClassification,
+    DataCollatorForTokenClassification,
+    HfArgumentParser,
+    TrainingArguments,
+    set_seed,
+)
+
+
+logger = logging.getLogger("run_scripts")
+
+SCRIPT_DEFAULTS = [
+    "--output_dir", "outputs/ner",
+    "--learning_rate", "1e-3", "--num_train_epochs", "5", "--warmup_steps", "0.1", "--weight_decay", "0.01",
+    "--per_device_train_batch_size", "4", "--per_device_eval_batch_size", "8",
+    "--train_sampling_strategy", "group_by_length",
+    "--eval_strategy", "epoch", "--save_strategy", "epoch", "--save_total_limit", "1",
+    "--load_best_model_at_end", "--metric_for_best_model", "f1",
+    "--logging_steps", "20", "--report_to", "none", "--seed", "42",
+    *([] if torch.cuda.is_available() else ["--dataloader_pin_memory", "False"]),
+]
+
+
+@dataclass
+class ModelArguments(RANModelArguments):
+    tokenizer_lowercase: bool = field(
+        default=False, metadata={"help": "Lower-case in a tokenizer trained here (default cased: case helps NER)."}
+    )
+    torch_threads: int | None = field(
+        default=1, metadata={"help": "torch.set_num_threads (0: torch's default); tiny models: 1 is fastest."}
+    )
+
+
+@dataclass
+class DataTrainingArguments:
+    train_file: str | None = field(default=None, metadata={"help": "CoNLL training file."})
+    validation_file: str | None = field(default=None, metadata={"help": "CoNLL validation file (model selection)."})
+    test_file: str | None = field(default=None, metadata={"help": "CoNLL test file."})
+    label_column: int = field(default=-1, metadata={"help": "Column of the tag (default: the last)."})
+    document_level: bool = field(
+        default=True, metadata={"help": "Join the sentences of each -DOCSTART- document into one input."}
+    )
+    max_length: int | None = field(
+        default=0, metadata={"help": "Truncate inputs to this many word pieces (0: no limit, the default)."}
+    )
+    skip_empty_documents: bool = field(default=False, metadata={"help": "Skip empty documents with a warning."})
+    max_train_samples: int | None = field(default=None, metadata={"help": "Keep only the first N train documents."})
+    max_eval_samples: int | None = field(default=None, metadata={"help": "Keep only the first N validation docs."})
+    max_predict_samples: int | None = field(default=None, metadata={"help": "Keep only the first N test docs."})
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# CoNLL reading
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+def read_conll(path, arg_name: str, label_column: int = -1, document_level: bool = True,
+               skip_empty: bool = False) -> list[dict]:
+    """Examples `{"words", "tags", "sentence_lengths", "line"}`: whole documents (split at `-DOCSTART-`) or single
+    sentences (split at blank lines); `line` is where the example starts."""
+    path = check_file(path, arg_name)
+    documents, sentences = [], []  # documents: (start line, [sentences]); sentences: (start line, words, tags)
+    words, tags, sentence_start, doc_start, seen_docstart = [], [], None, 1, False
+
+    def end_sentence():
+        nonlocal words, tags, sentence_start
+        if words:
+            sentences.append((sentence_start, words, tags))
+        words, tags, sentence_start = [], [], None
+
+    def end_document(next_start):
+        nonlocal sentences, doc_start
+        end_sentence()
+        documents.append((doc_start, sentences))
+        sentences, doc_start = [], next_start
+
+    with open_text(path) as f:
+        for number, raw in enumerate(f, start=1):
+            line = raw.strip()
+            if line.startswith("-DOCSTART-"):
+                if seen_docstart or sentences or words:
+                    end_document(number)
+                else:
+                    doc_start = number
+                seen_docstart = True
+                continue
+            if not line:
+                end_sentence()
+                continue
+            cols = line.split()
+            if len(cols) < 2:
+                raise ValueError(f"--{arg_name} '{path}', line {number}: expected at least two space-separated "
+                                 f"columns ('token ... tag', e.g. CoNLL-2003 'EU NNP B-NP B-ORG'), got {line!r}.")
+            try:
+                tag = cols[label_column]
+            except IndexError:
+                raise ValueError(f"--{arg_name} '{path}', line {number}: no column {label_column} in {line!r} "
+                                 f"(see --label_column).") from None
+            if sentence_start is None:
+                sentence_start = number
+            words.append(cols[0])
+            tags.append(tag)
+    end_document(None)
+    if not seen_docstart and document_level:
+        logger.warning(f"--{arg_name} '{path}': no -DOCSTART- lines, so there are no documents to keep whole; every "
+                       f"sentence is one example.")
+        document_level = False
+    if seen_docstart:
+        empty = [start for start, sents in documents if not sents]
+        if empty:
+            shown = ", ".join(map(str, empty[:20])) + (f" ... ({len(empty)} in all)" if len(empty) > 20 else "")
+            if not skip_empty:
+                raise ValueError(f"--{arg_name} '{path}': empty document (a -DOCSTART- line with no tokens after it) "
+                                 f"on line(s) {shown}. Remove those -DOCSTART- lines, or pass "
+                                 f"--skip_empty_documents to skip them with a warning.")
+            logger.warning(f"--{arg_name} '{path}': skipping {len(empty)} empty document(s) (lines {shown}).")
+    examples = []
+    for start, sents in documents:
+        if not sents:
+            continue
+        groups = [sents] if document_level else [[s] for s in sents]
+        for group in groups:
+            examples.append({"words": [w for _, ws, _ in group for w in ws], "tags": [t for _, _, ts in group
+                                                                                      for t in ts],
+                             "sentence_lengths": [len(ws) for _, ws, _ in group],
+                             "line": start if document_level else group[0][0]})
+    if not examples:
+        raise ValueError(f"--{arg_name} '{path}': no tokens found (expected CoNLL columns 'token ... tag').")
+    return examples
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# tokenization and metrics
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+def tokenize_and_align(examples: list[dict], tokenizer, label2id: dict, max_length: int | None):
+    """input_ids / attention_mask / labels per example (tag on the first piece of each word, -100 elsewhere), the
+    number of word pieces before truncation, and the number of words cut away by truncation."""
+    rows = {"input_ids": [], "attention_mask": [], "labels": [], "length": []}
+    full_lengths, words_cut, replaced = [], 0, 0
+    batch = 256
+    for start in range(0, len(examples), batch):
+        chunk = examples[start: start + batch]
+        enc = tokenizer([ex["words"] for ex in chunk], is_split_into_words=True)
+        for i, ex in enumerate(chunk):
+            word_ids = enc.word_ids(i)
+            ids = enc["input_ids"][i]
+            present = {w for w in word_ids if w is not None}
+            if len(present) < len(ex["words"]):  # words without a piece: replace by [UNK] and redo this example
+                words = [w if j in present else tokenizer.unk_token for j, w in enumerate(ex["words"])]
+                replaced += len(ex["words"]) - len(present)
+                one = tokenizer(words, is_split_into_words=True)
+                word_ids, ids = one.word_ids(0), one["input_ids"]
+            labels, previous = [], None
+            for w in word_ids:
+                labels.append(-100 if w is None or w == previous else label2id[ex["tags"][w]])
+                previous = w
+            full_lengths.append(len(ids))
+            if max_length and len(ids) > max_length:
+                keep_last = ids[-1] == tokenizer.sep_token_id
+                cut = (ids[: max_length - 1] + ids[-1:]) if keep_last else ids[:max_length]
+                labels = (labels[: max_length - 1] + [-100]) if keep_last else labels[:max_length]
+                words_cut += len(ex["words"]) - sum(1 for x in labels if x != -100)
+                ids = cut
+            rows["input_ids"].append(ids)
+            rows["attention_mask"].append([1] * len(ids))
+            rows["labels"].append(labels)
+            rows["length"].append(len(ids))
+    if replaced:
+        logger.warning(f"{replaced} word(s) produced no word piece and were replaced by {tokenizer.unk_token}.")
+    return datasets.Dataset.from_dict(rows), full_lengths, words_cut
+
+
+def tag_sequences(predictions: np.ndarray, label_ids: np.ndarray, id2label: dict) -> tuple[list, list]:
+    """Gold and predicted tag sequences over the labelled positions (first pieces of the words) of every row."""
+    if isinstance(predictions, (tuple, list)):
+        predictions = predictions[0]
+    pred_ids = predictions.argmax(-1) if predictions.ndim == 3 else predictions
+    gold, pred = [], []
+    for p_row, l_row in zip(pred_ids, label_ids):
+        keep = l_row != -100
+        gold.append([id2label[int(x)] for x in l_row[keep]])
+        pred.append([id2label[int(x)] for x in p_row[keep]])
+    return gold, pred
+
+
+def entity_scores(gold: list, pred: list) -> dict:
+    return {"precision": float(precision_score(gold, pred, zero_division=0)),
+            "recall": float(recall_score(gold, pred, zero_division=0)),
+            "f1": float(f1_score(gold, pred, zero_division=0)),
+            "accuracy": float(accuracy_score(gold, pred))}
+
+
+def per_type_scores(gold: list, pred: list) -> dict:
+    report = classification_report(gold, pred, output_dict=True, zero_division=0)
+    return {name: {k: float(v) if k != "support" else int(v) for k, v in values.items()}
+            for name, values in report.items()}
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# main
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> dict:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = HfArgumentParser((ModelArguments, DataTrainingArguments, TrainingArguments))
+    model_args, data_args, training_args = utils_ran.parse_args(parser, argv, SCRIPT_DEFAULTS)
+    setup_logging(training_args)
+    setup_threads(model_args)
+    started = time.time()
+    if not utils_ran.steps_given(argv):
+        training_args.do_train = data_args.train_file is not None
+        training_args.do_eval = data_args.validation_file is not None
+        training_args.do_predict = data_args.test_file is not None
+    if training_args.do_train and not data_args.train_file:
+        raise ValueError("Training needs --train_file (a CoNLL column file).")
+    if not training_args.do_train and not model_args.model_name_or_path:
+        raise ValueError("Evaluation or prediction without training needs --model_name_or_path.")
+    if training_args.do_eval and not data_args.validation_file:
+        raise ValueError("--do_eval needs --validation_file.")
+    if training_args.do_predict and not data_args.test_file:
+        raise ValueError("--do_predict needs --test_file.")
+    set_seed(training_args.seed)
+    max_length = data_args.max_length or None
+
+    examples = {}
+    for split, path, arg, limit in [("train", data_args.train_file, "train_file", data_args.max_train_samples),
+                                    ("validation", data_args.validation_file, "validation_file",
+                                     data_args.max_eval_samples),
+                                    ("test", data_args.test_file, "test_file", data_args.max_predict_samples)]:
+        wanted = {"train": training_args.do_train, "validation": training_args.do_eval,
+                  "test": training_args.do_predict}[split]
+        if path and wanted:
+            exs = read_conll(path, arg, data_args.label_column, data_args.document_level,
+                             data_args.skip_empty_documents)
+            examples[split] = exs[:limit] if limit else exs
+    disable_eval_if_no_data(training_args, "validation" in examples)
+
+    # ---- tag set (training tags; unseen validation/test tags are an error)
+    if "train" in examples:
+        label_list = sorted({t for ex in examples["train"] for t in ex["tags"]}, key=lambda t: (t != "O", t[2:], t))
+    else:
+        config = utils_ran.AutoConfig.from_pretrained(model_args.model_name_or_path,
+                                                      trust_remote_code=model_args.trust_remote_code)
+        label_list = [config.id2label[i] for i in range(config.num_labels)]
+    label2id = {t: i for i, t in enumerate(label_list)}
+    for split in ("validation", "test"):
+        if split not in examples:
+            continue
+        unseen = {}
+        for ex in examples[split]:
+            for t in ex["tags"]:
+                if t not in label2id:
+                    unseen.setdefault(t, ex["line"])
+        if unseen:
+            arg = f"{split}_file"
+            raise ValueError(
+                f"--{arg} '{getattr(data_args, arg)}' has tag(s) never seen in the training data: "
+                + ", ".join(f"{t!r} (document at line {n})" for t, n in sorted(unseen.items()))
+                + f". Known tags: {label_list}. Fix the tags, or add training examples with them.")
+
+    # ---- tokenizer, tokenization
+    resume = resolve_checkpoint(training_args) if training_args.do_train else None
+    tokenizer, tokenizer_source = get_tokenizer(
+        model_args, lambda: [" ".join(ex["words"]) for ex in examples["train"]], resume_checkpoint=resume)
+    encoded, lengths, cut = {}, {}, {}
+    for split, exs in examples.items():
+        encoded[split], lengths[split], cut[split] = tokenize_and_align(exs, tokenizer, label2id, max_length)
+        if cut[split]:
+            logger.warning(f"{split}: --max_length {max_length} cut {cut[split]} word(s); they get no prediction and "
+                           f"are left out of the {split} metrics.")
+    stats = {split: length_statistics(v) for split, v in lengths.items()}
+    word_stats = {split: length_statistics([len(ex["words"]) for ex in exs]) for split, exs in examples.items()}
+    report = format_length_table(stats)
+    unit = "documents" if data_args.document_level else "sentences"
+    print(f"\nInput lengths in word pieces ({unit}; {tokenizer_source}; [CLS]/[SEP] included):\n{report}\n"
+          f"In words:\n{format_length_table(word_stats, unit='words')}\n", flush=True)
+
+    # ---- model, trainer
+    model = build_model(AutoModelForTokenClassification, model_args, tokenizer,
+                        {"id2label": dict(enumerate(label_list)), "label2id": label2id},
+                        ignore_mismatched_sizes=True)
+    id2label = dict(enumerate(label_list))
+
+    def compute_metrics(eval_pred):
+        gold, pred = tag_sequences(eval_pred.predictions, eval_pred.label_ids, id2label)
+        return entity_scores(gold, pred)
+
+    eval_dataset = sort_by_length(encoded["validation"])[0] if "validation" in encoded else None
+    trainer = RANTrainer(model=model, args=training_args, train_dataset=encoded.get("train"),
+                         eval_dataset=eval_dataset, processing_class=tokenizer,
+                         data_collator=DataCollatorForTokenClassification(tokenizer), compute_metrics=compute_metrics)
+
+    results: dict = {"labels": label_list, "length_statistics": stats}
+    if training_args.do_train:
+        train_result = trainer.train(resume_from_checkpoint=resume)
+        trainer.save_model()
+        trainer.log_metrics("train", train_result.metrics)
+        trainer.save_metrics("train", train_result.metrics)
+        trainer.save_state()
+        results["train"] = train_result.metrics
+
+    per_type = {}
+    for split in ("validation", "test"):
+        if split not in encoded:
+            continue
+        ds, order = sort_by_length(encoded[split])
+        prefix = "eval" if split == "validation" else "test"
+        output = trainer.predict(ds, metric_key_prefix=prefix)
+        gold, pred = tag_sequences(output.predictions, output.label_ids, id2label)
+        metrics = {f"{prefix}_{k}": v for k, v in entity_scores(gold, pred).items()}
+        metrics[f"{prefix}_loss"] = output.metrics.get(f"{prefix}_loss")
+        metrics[f"{prefix}_{unit}"] = len(gold)
+        per_type[split] = per_type_scores(gold, pred)
+        trainer.log_metrics(prefix, metrics)
+        trainer.save_metrics(prefix, {**metrics, f"{prefix}_per_type": per_type[split]})
+        results[split] = metrics
+        print(f"\n***** {split}: entity-level scores (seqeval), {len(gold)} {unit} *****\n"
+              + classification_report(gold, pred, digits=4, zero_division=0), flush=True)
+        if split == "test" and training_args.should_save:
+            write_predictions(os.path.join(training_args.output_dir, "test_predictions.txt"), examples["test"],
+                              unsort(pred, order), data_args.document_level)
+
+    results["wall_time_s"] = round(time.time() - started, 1)
+    if training_args.should_save:
+        if not training_args.do_train:
+            trainer.save_model()
+        with open(os.path.join(training_args.output_dir, "all_results_summary.json"), "w") as f:
+            json.dump({**results, "per_type": per_type}, f, indent=2, default=str)
+        sections = {}
+        rows = {split: {k.split("_", 1)[1]: v for k, v in results[split].items()
+                        if k.split("_", 1)[1] in ("precision", "recall", "f1", "accuracy")}
+                for split in ("validation", "test") if split in results}
+        if rows:
+            sections["Results"] = ("Entity-level precision / recall / F1 (seqeval, conlleval rules) and token "
+                                   "accuracy, on every word:\n\n" + format_metrics_table(rows))
+            for split, types in per_type.items():
+                sections["Results"] += f"\n\nPer entity type ({split}):\n\n" + format_metrics_table(
+                    {k: v for k, v in types.items()})
+        sections["Data"] = (f"CoNLL files: train `{data_args.train_file}`, validation `{data_args.validation_file}`, "
+                            f"test `{data_args.test_file}`; tag column {data_args.label_column}; one input per "
+                            f"{'-DOCSTART- document (sentences joined)' if data_args.document_level else 'sentence'}; "
+                            f"tags {label_list}. Input lengths in word pieces (tokenizer: {tokenizer_source}):\n\n"
+                            f"{report}\n\nTruncation: {max_length or 'none'}.")
+        if "train" in results:
+            sections["Training"] = (f"{results['train'].get('train_runtime', 0):.0f} s of training; whole run "
+                                    f"{results['wall_time_s']} s, {torch.get_num_threads()} torch thread(s).")
+        write_model_card(training_args.output_dir, title="RAN named-entity tagger (whole documents)",
+                         description="A Recurrent Attention Network (RAN, Li et al., ACL 2023) token classifier that "
+                                     "tags whole documents in one pass, trained with `run_scripts/run_ner.py` of "
+                                     f"`ran_hf` {'from ' + model_args.model_name_or_path if model_args.model_name_or_path else 'from scratch'}.",
+                         auto_class="AutoModelForTokenClassification", sections=sections, model=trainer.model,
+                         training_args=training_args, command=command_line("run_ner.py", argv),
+                         tags=["token-classification", "ner"])
+    logger.info(f"Done in {results['wall_time_s']} s; output in {training_args.output_dir}")
+    return results
+
+
+def write_predictions(path: str, examples: list[dict], predictions: list[list[str]], documents: bool = True) -> None:
+    """`word gold predicted` per line, a blank line after each sentence, `-DOCSTART-` before each document."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        for ex, pred in zip(examples, predictions):
+            if documents:
+                f.write("-DOCSTART- O O\n\n")
+            pred = list(pred) + ["O"] * (len(ex["words"]) - len(pred))  # words cut by --max_length: "O"
+            i = 0
+            for n in ex["sentence_lengths"]:
+                for word, gold, p in zip(ex["words"][i: i + n], ex["tags"][i: i + n], pred[i: i + n]):
+                    f.write(f"{word} {gold} {p}\n")
+                f.write("\n")
+                i += n
+    logger.info(f"Test predictions: {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,444 @@
+"""End-to-end tests of the Trainer-based scripts in `run_scripts/` on tiny synthetic data (written to tmp dirs; no
+real corpus is read except the shipped Hyperpartisan files): every script runs through `main(argv)` in-process with a
+tiny RAN, its output directory reloads with `AutoModelFor*` / `AutoTokenizer` and predicts, and bad input fails with
+a clear error."""
+
+import gzip
+import json
+import logging
+import os
+import random
+import sys
+
+import numpy as np
+import pytest
+import torch
+import transformers
+from transformers import (
+    AutoModelForCausalLM,
+    AutoModelForMaskedLM,
+    AutoModelForSequenceClassification,
+    AutoModelForTokenClassification,
+    AutoTokenizer,
+)
+
+
+SCRIPTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "run_scripts")
+sys.path.insert(0, SCRIPTS)
+
+import run_classification  # noqa: E402
+import run_clm  # noqa: E402
+import run_mlm  # noqa: E402
+import run_ner  # noqa: E402
+import train_tokenizer  # noqa: E402
+import utils_ran  # noqa: E402
+
+
+TINY = ["--hidden_size", "16", "--num_hidden_layers", "1", "--num_attention_heads", "2", "--attention_head_size", "8",
+        "--window_size", "16", "--min_window_size", "4", "--tokenizer_vocab_size", "300", "--tokenizer_min_frequency",
+        "1", "--hidden_dropout_prob", "0", "--attention_probs_dropout_prob", "0", "--torch_threads", "1",
+        "--use_cpu", "--report_to", "none", "--disable_tqdm", "True", "--logging_steps", "1",
+        "--dataloader_pin_memory", "False"]
+
+
+@pytest.fixture(autouse=True)
+def restore_globals():
+    """The scripts set torch threads and library log levels for the process: restore them after each test."""
+    threads = torch.get_num_threads()
+    verbosity = transformers.utils.logging.get_verbosity()
+    yield
+    torch.set_num_threads(threads)
+    transformers.utils.logging.set_verbosity(verbosity)
+    logging.getLogger("run_scripts").setLevel(logging.NOTSET)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# synthetic data
+# ---------------------------------------------------------------------------------------------------------------------
+
+TOPICS = {
+    "sports": "match goal team coach league score season player win stadium".split(),
+    "politics": "vote senate election party law minister policy debate campaign bill".split(),
+    "science": "atom cell energy theory experiment molecule data lab physics gene".split(),
+}
+FILLER = "the a of and to in is that it was for on with as by".split()
+
+
+def document(rng, topic, n_words):
+    words = [rng.choice(TOPICS[topic]) if rng.random() < 0.5 else rng.choice(FILLER) for _ in range(n_words)]
+    return " ".join(words).capitalize() + "."
+
+
+def write_jsonl(path, rows):
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "wt", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row) + "\n")
+    return str(path)
+
+
+def classification_rows(n, seed, multi=False, long_every=0):
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        topics = list(TOPICS)
+        if multi:
+            labels = sorted(rng.sample(topics, rng.choice([1, 2])))
+            text = " ".join(document(rng, t, rng.randint(10, 40)) for t in labels)
+            rows.append({"id": i, "text": text, "label": labels})
+        else:
+            topic = topics[i % 3]
+            n_words = 700 if long_every and i % long_every == 0 else rng.randint(15, 80)
+            rows.append({"id": i, "text": document(rng, topic, n_words), "label": topic})
+    return rows
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("run_scripts_data")
+    write_jsonl(d / "train.jsonl.gz", classification_rows(36, 0, long_every=9))
+    write_jsonl(d / "test.jsonl", classification_rows(12, 1))
+    write_jsonl(d / "multi_train.jsonl", classification_rows(30, 2, multi=True))
+    write_jsonl(d / "multi_test.jsonl", classification_rows(9, 3, multi=True))
+    with open(d / "train.csv", "w", encoding="utf-8") as f:
+        f.write("text,label\n")
+        for row in classification_rows(24, 4):
+            f.write(f"\"{row['text']}\",{list(TOPICS).index(row['label'])}\n")
+    with open(d / "test.csv", "w", encoding="utf-8") as f:
+        f.write("text,label\n")
+        for row in classification_rows(6, 5):
+            f.write(f"\"{row['text']}\",{list(TOPICS).index(row['label'])}\n")
+    rng = random.Random(6)
+    with open(d / "corpus.txt", "w", encoding="utf-8") as f:
+        for i in range(60):
+            f.write(document(rng, list(TOPICS)[i % 3], rng.randint(10, 60)) + "\n")
+            if i % 10 == 9:
+                f.write("\n")
+    write_conll(d / "ner_train.txt", 8, seed=7)
+    write_conll(d / "ner_valid.txt", 3, seed=8)
+    write_conll(d / "ner_test.txt", 3, seed=9)
+    return d
+
+
+NAMES = {"PER": [["John", "Smith"], ["Maria"], ["Ali", "Khan"]], "LOC": [["Paris"], ["New", "York"], ["Berlin"]],
+         "ORG": [["Acme", "Corp"], ["United", "Nations"]], "MISC": [["German"], ["Olympic"]]}
+
+
+def conll_sentence(rng):
+    rows = []
+    for _ in range(rng.randint(3, 6)):
+        if rng.random() < 0.4:
+            kind = rng.choice(list(NAMES))
+            for j, word in enumerate(rng.choice(NAMES[kind])):
+                rows.append(f"{word} NNP I-NP {'B' if j == 0 else 'I'}-{kind}")
+        else:
+            rows.append(f"{rng.choice(FILLER)} DT B-NP O")
+    rows.append(". . O O")
+    return rows
+
+
+def write_conll(path, n_docs, seed):
+    rng = random.Random(seed)
+    lines = []
+    for _ in range(n_docs):
+        lines += ["-DOCSTART- -X- -X- O", ""]
+        for _ in range(rng.randint(3, 8)):
+            lines += conll_sentence(rng) + [""]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return str(path)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# tokenizer
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def test_train_tokenizer(data_dir, tmp_path):
+    out = tmp_path / "tok"
+    train_tokenizer.main(["--train_files", str(data_dir / "corpus.txt"), str(data_dir / "train.jsonl.gz"),
+                          "--vocab_size", "300", "--output_dir", str(out)])
+    tok = AutoTokenizer.from_pretrained(out)
+    assert [tok.convert_tokens_to_ids(t) for t in ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]] == [0, 1, 2, 3, 4]
+    assert tok.pad_token_id == 0 and tok.mask_token == "[MASK]"
+    assert tok.model_max_length > 10**9  # no 512 cap
+    ids = tok("Goal " * 3000)["input_ids"]
+    assert len(ids) == 3002 and ids[0] == tok.cls_token_id and ids[-1] == tok.sep_token_id
+    assert tok.decode(tok("The TEAM Won")["input_ids"], skip_special_tokens=True) == "the team won"
+    assert (out / "README.md").is_file()
+
+
+def test_wordpiece_cased_option():
+    tok = utils_ran.train_wordpiece_tokenizer(["Paris Paris London London"] * 3, vocab_size=100, lowercase=False)
+    assert tok.convert_ids_to_tokens(tok("Paris")["input_ids"])[1:-1] != tok.convert_ids_to_tokens(
+        tok("paris")["input_ids"])[1:-1]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# classification
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def test_classification_from_scratch(data_dir, tmp_path, capsys):
+    out = tmp_path / "cls"
+    results = run_classification.main([
+        "--train_file", str(data_dir / "train.jsonl.gz"), "--test_file", str(data_dir / "test.jsonl"),
+        "--output_dir", str(out), "--num_train_epochs", "2", "--per_device_train_batch_size", "6",
+        "--validation_split_percentage", "25", *TINY])
+    printed = capsys.readouterr().out
+    assert "> 512" in printed and "median" in printed and "p90" in printed  # the length report
+    assert "majority class" in printed and "macro_f1" in printed
+    assert results["length_statistics"]["train"]["max"] > 512  # long documents are not cut at 512 ...
+    assert results["length_statistics"]["train"]["over_512"] >= 1
+    for key in ("test_accuracy", "test_micro_f1", "test_macro_f1", "baseline_accuracy", "baseline_macro_f1"):
+        assert 0.0 <= results["test"][key] <= 1.0
+    assert results["test"]["baseline_accuracy"] == pytest.approx(4 / 12)  # one of three balanced topics
+    card = (out / "README.md").read_text()
+    assert "macro_f1" in card and "hidden 16" in card and "train.jsonl.gz" in card
+    assert len((out / "test_predictions.jsonl").read_text().splitlines()) == 12
+    assert any(p.name.startswith("checkpoint-") for p in out.iterdir())
+
+    tok = AutoTokenizer.from_pretrained(out)
+    model = AutoModelForSequenceClassification.from_pretrained(out).eval()
+    assert model.config.problem_type == "single_label_classification"
+    assert set(model.config.id2label.values()) == set(TOPICS)
+    batch = tok(["goal team " * 400, "vote senate"], padding=True, return_tensors="pt")
+    assert batch["input_ids"].shape[1] > 512
+    with torch.no_grad():
+        logits = model(**batch).logits
+    assert logits.shape == (2, 3) and torch.isfinite(logits).all()
+
+
+def test_classification_resume_from_checkpoint(data_dir, tmp_path):
+    out = tmp_path / "resume"
+    args = ["--train_file", str(data_dir / "train.jsonl.gz"), "--output_dir", str(out), "--per_device_train_batch_size",
+            "9", "--validation_split_percentage", "0", "--save_strategy", "epoch", *TINY]
+    first = run_classification.main([*args, "--num_train_epochs", "1"])
+    vocab = AutoTokenizer.from_pretrained(out).get_vocab()
+    second = run_classification.main([*args, "--num_train_epochs", "2", "--resume_from_checkpoint", "last"])
+    state = json.loads((out / "trainer_state.json").read_text())
+    assert state["global_step"] == 8 and first["train"]["epoch"] == 1 and second["train"]["epoch"] == 2
+    assert AutoTokenizer.from_pretrained(out).get_vocab() == vocab  # the checkpoint's tokenizer, not a new one
+    with pytest.raises(FileNotFoundError, match="no checkpoint"):
+        run_classification.main([*args, "--output_dir", str(tmp_path / "empty"), "--resume_from_checkpoint", "last"])
+
+
+def test_classification_multi_label(data_dir, tmp_path):
+    out = tmp_path / "multi"
+    results = run_classification.main([
+        "--train_file", str(data_dir / "multi_train.jsonl"), "--test_file", str(data_dir / "multi_test.jsonl"),
+        "--output_dir", str(out), "--num_train_epochs", "1", "--validation_split_percentage", "0", *TINY])
+    assert results["multi_label"] and sorted(results["labels"]) == sorted(TOPICS)
+    assert 0.0 <= results["test"]["test_macro_f1"] <= 1.0
+    model = AutoModelForSequenceClassification.from_pretrained(out)
+    assert model.config.problem_type == "multi_label_classification"
+    tok = AutoTokenizer.from_pretrained(out)
+    assert model(**tok(["atom cell vote"], return_tensors="pt")).logits.shape == (1, 3)
+
+
+def test_mlm_then_classification_from_checkpoint(data_dir, tmp_path):
+    mlm_out = tmp_path / "mlm"
+    results = run_mlm.main(["--train_file", str(data_dir / "corpus.txt"), "--output_dir", str(mlm_out),
+                            "--block_size", "64", "--per_device_train_batch_size", "4", "--num_train_epochs", "1",
+                            "--validation_split_percentage", "20", *TINY])
+    assert np.isfinite(results["eval"]["perplexity"]) and results["eval"]["eval_blocks"] >= 1
+    tok = AutoTokenizer.from_pretrained(mlm_out)
+    mlm = AutoModelForMaskedLM.from_pretrained(mlm_out).eval()
+    batch = tok(["the team [MASK] the match"], return_tensors="pt")
+    assert (batch["input_ids"] == tok.mask_token_id).sum() == 1
+    assert mlm(**batch).logits.shape == (1, batch["input_ids"].shape[1], len(tok))
+    assert "perplexity" in (mlm_out / "README.md").read_text()
+
+    # fine-tune the pretrained encoder on a csv with int labels (tokenizer from the checkpoint)
+    cls_out = tmp_path / "cls_from_mlm"
+    results = run_classification.main([
+        "--model_name_or_path", str(mlm_out), "--train_file", str(data_dir / "train.csv"),
+        "--test_file", str(data_dir / "test.csv"), "--output_dir", str(cls_out), "--num_train_epochs", "1",
+        "--validation_split_percentage", "0", *TINY])
+    assert results["labels"] == ["0", "1", "2"]
+    model = AutoModelForSequenceClassification.from_pretrained(cls_out)
+    torch.testing.assert_close(model.ran.embeddings.word_embeddings.weight.shape,
+                               mlm.ran.embeddings.word_embeddings.weight.shape)
+    assert "from " + str(mlm_out) in (cls_out / "README.md").read_text()
+
+
+def test_classification_default_job_data(tmp_path):
+    """No data file: the shipped Hyperpartisan files (here a small slice and two steps)."""
+    out = tmp_path / "hp"
+    results = run_classification.main([
+        "--output_dir", str(out), "--max_train_samples", "40", "--max_predict_samples", "12", "--max_length", "1024",
+        "--max_steps", "2", "--per_device_train_batch_size", "4", *TINY])
+    assert results["labels"] == ["0", "1"]
+    assert results["test"]["test_samples"] == 12
+    assert "Hyperpartisan" in (out / "README.md").read_text()
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# causal LM
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def test_clm(data_dir, tmp_path):
+    out = tmp_path / "clm"
+    results = run_clm.main(["--train_file", str(data_dir / "corpus.txt"), "--output_dir", str(out),
+                            "--block_size", "64", "--per_device_train_batch_size", "4", "--num_train_epochs", "1",
+                            "--validation_split_percentage", "20", *TINY])
+    ppl = results["eval"]["perplexity"]
+    assert np.isfinite(ppl) and ppl == pytest.approx(np.exp(results["eval"]["eval_loss"]))
+    tok = AutoTokenizer.from_pretrained(out)
+    model = AutoModelForCausalLM.from_pretrained(out).eval()
+    assert model.config.is_decoder and model.config.eos_token_id == tok.sep_token_id
+    assert model.config.use_cache  # saved for generation (Trainer turns it off while training)
+    prompt = tok("the team", add_special_tokens=False, return_tensors="pt")
+    generated = model.generate(**prompt, max_new_tokens=5, do_sample=False, pad_token_id=tok.pad_token_id)
+    assert generated.shape[1] <= prompt["input_ids"].shape[1] + 5
+    assert "perplexity" in (out / "README.md").read_text()
+
+
+def test_lm_text_field_errors(tmp_path):
+    path = write_jsonl(tmp_path / "lm.jsonl", [{"text": "a b c"}, {"body": "d e f"}])
+    with pytest.raises(ValueError, match=r"lm\.jsonl', line 2: no field 'text'.*--text_column_name"):
+        run_clm.main(["--train_file", path, "--output_dir", str(tmp_path / "o"), *TINY])
+    with pytest.raises(ValueError, match=r"lm\.jsonl', line 1: no field 'body'"):
+        run_mlm.main(["--train_file", path, "--text_column_name", "body", "--output_dir", str(tmp_path / "o"), *TINY])
+
+
+def test_group_into_blocks():
+    blocks = utils_ran.group_into_blocks([[5, 6, 7], [8, 9]], block_size=3, separator=[3])
+    assert blocks == [[5, 6, 7], [3, 8, 9]]  # the 1-token tail [3] is dropped
+    assert utils_ran.group_into_blocks([[5, 6, 7, 8, 9]], block_size=3) == [[5, 6, 7], [8, 9]]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# NER
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def test_read_conll_keeps_documents_whole(data_dir):
+    docs = run_ner.read_conll(data_dir / "ner_train.txt", "train_file")
+    assert len(docs) == 8  # one example per -DOCSTART- document
+    assert all(len(d["sentence_lengths"]) >= 3 and sum(d["sentence_lengths"]) == len(d["words"]) for d in docs)
+    sentences = run_ner.read_conll(data_dir / "ner_train.txt", "train_file", document_level=False)
+    assert len(sentences) == sum(len(d["sentence_lengths"]) for d in docs)
+
+
+def test_label_alignment_first_piece():
+    tok = utils_ran.train_wordpiece_tokenizer(["Ab cd", "Abcdef"] * 5, vocab_size=40, min_frequency=1,
+                                              lowercase=False)
+    example = {"words": ["Abfed", "cd", "\x00"], "tags": ["B-PER", "O", "O"], "sentence_lengths": [3]}
+    ds, lengths, cut = run_ner.tokenize_and_align([example], tok, {"O": 0, "B-PER": 1}, None)
+    labels, ids = ds[0]["labels"], ds[0]["input_ids"]
+    assert labels[0] == -100 and labels[-1] == -100  # [CLS], [SEP]
+    assert [x for x in labels if x != -100] == [1, 0, 0]  # one label per word, the unpieceable word kept as [UNK]
+    assert len(ids) > 5 and labels[1] == 1 and labels[2] == -100  # "Abfed" (unseen) has several pieces: only the
+    # first is labelled
+    assert tok.unk_token_id in ids and cut == 0
+
+
+def test_ner(data_dir, tmp_path, capsys):
+    out = tmp_path / "ner"
+    results = run_ner.main(["--train_file", str(data_dir / "ner_train.txt"),
+                            "--validation_file", str(data_dir / "ner_valid.txt"),
+                            "--test_file", str(data_dir / "ner_test.txt"), "--output_dir", str(out),
+                            "--num_train_epochs", "2", "--per_device_train_batch_size", "2", *TINY])
+    assert set(results["labels"]) == {"O", "B-PER", "I-PER", "B-LOC", "I-LOC", "B-ORG", "I-ORG", "B-MISC"}
+    for key in ("test_precision", "test_recall", "test_f1", "test_accuracy"):
+        assert 0.0 <= results["test"][key] <= 1.0
+    assert results["test"]["test_documents"] == 3
+    assert "precision" in capsys.readouterr().out
+    predictions = (out / "test_predictions.txt").read_text()
+    assert predictions.count("-DOCSTART-") == 3
+    assert "test" in (out / "README.md").read_text() and "f1" in (out / "README.md").read_text()
+
+    tok = AutoTokenizer.from_pretrained(out)
+    model = AutoModelForTokenClassification.from_pretrained(out).eval()
+    enc = tok(["John", "Smith", "visited", "Paris", "."] * 50, is_split_into_words=True, return_tensors="pt")
+    with torch.no_grad():
+        logits = model(**enc).logits
+    assert logits.shape == (1, enc["input_ids"].shape[1], len(results["labels"]))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# bad input
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def test_missing_file_errors(tmp_path):
+    missing = str(tmp_path / "nope.jsonl")
+    with pytest.raises(FileNotFoundError, match="nope.jsonl"):
+        run_classification.main(["--train_file", missing, "--output_dir", str(tmp_path / "o"), *TINY])
+    with pytest.raises(FileNotFoundError, match="nope.txt"):
+        run_mlm.main(["--train_file", str(tmp_path / "nope.txt"), "--output_dir", str(tmp_path / "o"), *TINY])
+    with pytest.raises(FileNotFoundError, match="nope.txt"):
+        run_clm.main(["--train_file", str(tmp_path / "nope.txt"), "--output_dir", str(tmp_path / "o"), *TINY])
+    with pytest.raises(FileNotFoundError, match="conll.txt"):
+        run_ner.main(["--train_file", str(tmp_path / "conll.txt"), "--output_dir", str(tmp_path / "o"), *TINY])
+    with pytest.raises(FileNotFoundError, match="x.txt"):
+        train_tokenizer.main(["--train_files", str(tmp_path / "x.txt"), "--output_dir", str(tmp_path / "t")])
+
+
+@pytest.mark.parametrize("drop, flag", [("text", "--text_column_name"), ("label", "--label_column_name")])
+def test_missing_field(tmp_path, drop, flag):
+    rows = [{"text": "a b c", "label": 0}, {"text": "d e", "label": 1}]
+    rows[1].pop(drop)
+    path = write_jsonl(tmp_path / "bad.jsonl", rows)
+    with pytest.raises(ValueError, match=rf"bad\.jsonl', line 2: no field '{drop}'.*{flag}"):
+        run_classification.main(["--train_file", path, "--output_dir", str(tmp_path / "o"), *TINY])
+
+
+def test_unseen_test_labels(data_dir, tmp_path):
+    test = write_jsonl(tmp_path / "test.jsonl", [{"text": "goal", "label": "sports"},
+                                                 {"text": "storm", "label": "weather"},
+                                                 {"text": "cash", "label": "finance"}])
+    with pytest.raises(ValueError, match=r"test\.jsonl' has label\(s\) never seen.*'finance' \(line 3\).*"
+                                         r"'weather' \(line 2\)"):
+        run_classification.main(["--train_file", str(data_dir / "train.jsonl.gz"), "--test_file", test,
+                                 "--output_dir", str(tmp_path / "o"), *TINY])
+
+
+def test_empty_documents(tmp_path):
+    rows = [{"text": "goal team", "label": "a"}, {"text": "  ", "label": "b"}, {"text": "vote", "label": "b"},
+            {"text": "", "label": "a"}, {"text": "atom", "label": "a"}, {"text": "cell", "label": "b"}]
+    path = write_jsonl(tmp_path / "empty.jsonl", rows)
+    with pytest.raises(ValueError, match=r"empty\.jsonl': empty document .* line\(s\) 2, 4\..*--skip_empty_documents"):
+        run_classification.main(["--train_file", path, "--output_dir", str(tmp_path / "o"), *TINY])
+    records = utils_ran.read_records(utils_ran.Path(path), ["text", "label"], text_field="text", skip_empty=True)
+    assert [r["_line"] for r in records] == [1, 3, 5, 6]
+
+
+def test_joined_text_columns(tmp_path):
+    path = write_jsonl(tmp_path / "t.jsonl", [{"title": "Big news", "text": "Body here.", "label": 1},
+                                              {"title": "", "text": "Only body.", "label": 0},
+                                              {"title": " ", "text": "", "label": 0}])
+    records = utils_ran.read_records(utils_ran.Path(path), ["label"], text_field=["title", "text"], skip_empty=True)
+    assert [r["_text"] for r in records] == ["Big news\n\nBody here.", "Only body."]
+    with pytest.raises(ValueError, match=r"'title' and 'text' empty .* line\(s\) 3\."):
+        utils_ran.read_records(utils_ran.Path(path), ["label"], text_field=["title", "text"])
+
+
+def test_bad_json_and_unknown_format(tmp_path):
+    path = tmp_path / "broken.jsonl"
+    path.write_text('{"text": "a", "label": 0}\n{"text": "b", "label": \n')
+    with pytest.raises(ValueError, match=r"broken\.jsonl', line 2: not valid JSON"):
+        run_classification.main(["--train_file", str(path), "--output_dir", str(tmp_path / "o"), *TINY])
+    other = tmp_path / "data.parquet"
+    other.write_text("x")
+    with pytest.raises(ValueError, match="unknown file type"):
+        run_classification.main(["--train_file", str(other), "--output_dir", str(tmp_path / "o"), *TINY])
+
+
+def test_conll_errors(data_dir, tmp_path):
+    bad_tag = tmp_path / "test.txt"
+    bad_tag.write_text("-DOCSTART- -X- -X- O\n\nRome NNP B-NP B-CITY\n\n")
+    with pytest.raises(ValueError, match=r"tag\(s\) never seen in the training data: 'B-CITY'"):
+        run_ner.main(["--train_file", str(data_dir / "ner_train.txt"), "--test_file", str(bad_tag),
+                      "--output_dir", str(tmp_path / "o"), *TINY])
+    one_column = tmp_path / "one.txt"
+    one_column.write_text("-DOCSTART- -X- -X- O\n\nRome\n")
+    with pytest.raises(ValueError, match=r"one\.txt', line 3: expected at least two"):
+        run_ner.read_conll(one_column, "train_file")
+    empty_doc = tmp_path / "emptydoc.txt"
+    empty_doc.write_text("-DOCSTART- -X- -X- O\n\nRome NNP B-NP B-LOC\n\n-DOCSTART- -X- -X- O\n\n"
+                         "-DOCSTART- -X- -X- O\n\nParis NNP B-NP B-LOC\n")
+    with pytest.raises(ValueError, match=r"emptydoc\.txt': empty document .* line\(s\) 5\."):
+        run_ner.read_conll(empty_doc, "train_file")
+    assert len(run_ner.read_conll(empty_doc, "train_file", skip_empty=True)) == 2
