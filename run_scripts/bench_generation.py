@@ -30,7 +30,7 @@ def gpt2_model(args, max_positions):
     from transformers import GPT2Config, GPT2LMHeadModel
 
     config = GPT2Config(vocab_size=30522, n_embd=args.hidden, n_layer=args.layers, n_head=args.heads,
-                        n_positions=max_positions, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+                        n_positions=max_positions, bos_token_id=0, eos_token_id=0, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
                         attn_implementation="sdpa")
     return GPT2LMHeadModel(config).eval()
 

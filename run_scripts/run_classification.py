@@ -95,16 +95,9 @@ DEFAULT_TRAIN_FILE = os.path.join(DATA_DIR, "train-byarticle.jsonl.gz")
 DEFAULT_TEST_FILE = os.path.join(DATA_DIR, "test-byarticle.jsonl.gz")
 
 # Prepended to the command line (later flags win): the default job's training setup.
-SCRIPT_DEFAULTS = [
-    "--output_dir", "outputs/hyperpartisan",
-    "--learning_rate", "3e-4", "--num_train_epochs", "6", "--warmup_steps", "0.1", "--weight_decay", "0.01",
-    "--per_device_train_batch_size", "8", "--per_device_eval_batch_size", "16",
-    "--train_sampling_strategy", "group_by_length",
-    "--eval_strategy", "epoch", "--save_strategy", "epoch", "--save_total_limit", "1",
-    "--load_best_model_at_end", "--metric_for_best_model", "macro_f1",
-    "--logging_steps", "10", "--report_to", "none", "--seed", "42",
-    *([] if torch.cuda.is_available() else ["--dataloader_pin_memory", "False"]),
-]
+SCRIPT_DEFAULTS = utils_ran.trainer_defaults(
+    "outputs/hyperpartisan", learning_rate="3e-4", epochs="6", train_batch_size="8", eval_batch_size="16",
+    logging_steps="10", warmup="0.1", best_metric="macro_f1")
 # Added too when no data file is given (the default Hyperpartisan job): 2048 tokens keep 95% of its articles whole.
 DEFAULT_JOB_ARGS = ["--max_length", "2048"]
 DATA_FLAGS = ("--train_file", "--validation_file", "--test_file")
@@ -401,15 +394,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     results: dict = {"length_statistics": length_stats, "labels": label_list, "multi_label": multi}
     if training_args.do_train:
-        train_result = trainer.train(resume_from_checkpoint=resume)
-        trainer.save_model()  # model + tokenizer into output_dir
-        trainer.log_metrics("train", train_result.metrics)
-        trainer.save_metrics("train", train_result.metrics)
-        trainer.save_state()
-        results["train"] = train_result.metrics
-        if trainer.state.best_model_checkpoint:
-            logger.info(f"Best checkpoint (on validation {training_args.metric_for_best_model}): "
-                        f"{trainer.state.best_model_checkpoint}")
+        results["train"] = utils_ran.train_and_save(trainer, resume)
 
     if eval_dataset is not None:
         metrics = trainer.evaluate(eval_dataset)

@@ -26,7 +26,6 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -40,6 +39,7 @@ from utils_ran import (  # noqa: E402
     disable_eval_if_no_data,
     format_length_table,
     format_metrics_table,
+    lm_data_section,
     get_tokenizer,
     lm_datasets,
     perplexity,
@@ -47,6 +47,8 @@ from utils_ran import (  # noqa: E402
     resolve_checkpoint,
     setup_logging,
     setup_threads,
+    train_and_save,
+    trainer_defaults,
     write_model_card,
 )
 
@@ -56,13 +58,8 @@ from transformers import set_seed  # noqa: E402
 
 logger = logging.getLogger("run_scripts")
 
-SCRIPT_DEFAULTS = [
-    "--output_dir", "outputs/mlm", "--learning_rate", "5e-4", "--num_train_epochs", "1", "--warmup_steps", "0.05",
-    "--weight_decay", "0.01", "--per_device_train_batch_size", "4", "--per_device_eval_batch_size", "4",
-    "--eval_strategy", "epoch", "--save_strategy", "epoch", "--save_total_limit", "2", "--logging_steps", "20",
-    "--report_to", "none", "--seed", "42",
-    *([] if torch.cuda.is_available() else ["--dataloader_pin_memory", "False"]),
-]
+SCRIPT_DEFAULTS = trainer_defaults("outputs/mlm", learning_rate="5e-4", epochs="1", train_batch_size="4",
+                                   eval_batch_size="4", logging_steps="20", warmup="0.05", save_total_limit="2")
 
 
 @dataclass
@@ -105,13 +102,7 @@ def main(argv: list[str] | None = None) -> dict:
                          data_collator=collator)
     results: dict = {}
     if training_args.do_train:
-        train_result = trainer.train(resume_from_checkpoint=resume)
-        trainer.save_model()
-        metrics = {**train_result.metrics, "train_blocks": len(data["train"])}
-        trainer.log_metrics("train", metrics)
-        trainer.save_metrics("train", metrics)
-        trainer.save_state()
-        results["train"] = metrics
+        results["train"] = train_and_save(trainer, resume, train_blocks=len(data["train"]))
     if "validation" in data:
         set_seed(training_args.seed)  # the same masks for every evaluation run with this seed
         metrics = trainer.evaluate()
@@ -132,11 +123,7 @@ def main(argv: list[str] | None = None) -> dict:
                                    "80/10/10 replacement) and its exponential:\n\n" + format_metrics_table(
                                        {"validation": {"loss": results["eval"]["eval_loss"],
                                                        "perplexity": results["eval"]["perplexity"]}}))
-        sections["Data"] = (f"Train `{data_args.train_file}`, validation "
-                            f"`{data_args.validation_file or f'last {data_args.validation_split_percentage:g}% of train'}`"
-                            f"; blocks of {data_args.block_size} tokens (train {len(data.get('train', []))}, "
-                            f"validation {len(data.get('validation', []))}). Tokenizer: {tokenizer_source}. Document "
-                            f"lengths in tokens:\n\n{report}")
+        sections["Data"] = lm_data_section(data_args, data, tokenizer_source, report)
         if "train" in results:
             sections["Training"] = f"{results['train'].get('train_runtime', 0):.0f} s of training."
         write_model_card(training_args.output_dir, title="RAN masked language model",

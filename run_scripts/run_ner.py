@@ -74,16 +74,9 @@ from transformers import (  # noqa: E402
 
 logger = logging.getLogger("run_scripts")
 
-SCRIPT_DEFAULTS = [
-    "--output_dir", "outputs/ner",
-    "--learning_rate", "1e-3", "--num_train_epochs", "5", "--warmup_steps", "0.1", "--weight_decay", "0.01",
-    "--per_device_train_batch_size", "4", "--per_device_eval_batch_size", "8",
-    "--train_sampling_strategy", "group_by_length",
-    "--eval_strategy", "epoch", "--save_strategy", "epoch", "--save_total_limit", "1",
-    "--load_best_model_at_end", "--metric_for_best_model", "f1",
-    "--logging_steps", "20", "--report_to", "none", "--seed", "42",
-    *([] if torch.cuda.is_available() else ["--dataloader_pin_memory", "False"]),
-]
+SCRIPT_DEFAULTS = utils_ran.trainer_defaults(
+    "outputs/ner", learning_rate="1e-3", epochs="5", train_batch_size="4", eval_batch_size="8", logging_steps="20",
+    warmup="0.1", best_metric="f1")
 
 
 @dataclass
@@ -360,12 +353,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     results: dict = {"labels": label_list, "length_statistics": stats}
     if training_args.do_train:
-        train_result = trainer.train(resume_from_checkpoint=resume)
-        trainer.save_model()
-        trainer.log_metrics("train", train_result.metrics)
-        trainer.save_metrics("train", train_result.metrics)
-        trainer.save_state()
-        results["train"] = train_result.metrics
+        results["train"] = utils_ran.train_and_save(trainer, resume)
 
     per_type = {}
     for split in ("validation", "test"):

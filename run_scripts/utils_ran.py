@@ -408,6 +408,24 @@ def parse_args(parser, argv: Sequence[str] | None, script_defaults: Sequence[str
     return parser.parse_args_into_dataclasses(args=list(script_defaults) + argv)
 
 
+def trainer_defaults(output_dir: str, learning_rate: str, epochs: str, train_batch_size: str, eval_batch_size: str,
+                     logging_steps: str, warmup: str, save_total_limit: str = "1",
+                     best_metric: str | None = None) -> list[str]:
+    """The `TrainingArguments` flags a script puts in front of the user's (later flags win): epoch-wise evaluation and
+    checkpoints, no reporting integrations, seed 42, and no pinned memory without CUDA."""
+    flags = ["--output_dir", output_dir, "--learning_rate", learning_rate, "--num_train_epochs", epochs,
+             "--warmup_steps", warmup, "--weight_decay", "0.01", "--per_device_train_batch_size", train_batch_size,
+             "--per_device_eval_batch_size", eval_batch_size, "--eval_strategy", "epoch", "--save_strategy", "epoch",
+             "--save_total_limit", save_total_limit, "--logging_steps", logging_steps, "--report_to", "none",
+             "--seed", "42"]
+    if best_metric:
+        flags += ["--train_sampling_strategy", "group_by_length", "--load_best_model_at_end",
+                  "--metric_for_best_model", best_metric]
+    if not torch.cuda.is_available():
+        flags += ["--dataloader_pin_memory", "False"]
+    return flags
+
+
 def steps_given(argv: Sequence[str]) -> bool:
     """Whether the command line names --do_train / --do_eval / --do_predict."""
     return any(a.split("=", 1)[0] in ("--do_train", "--do_eval", "--do_predict") for a in argv)
@@ -467,6 +485,23 @@ class RANTrainer(Trainer):
         if self.args.world_size <= 1 and eval_dataset is not None:
             return torch.utils.data.SequentialSampler(eval_dataset)
         return super()._get_eval_sampler(eval_dataset)
+
+
+def train_and_save(trainer: Trainer, resume: str | None, **extra_metrics) -> dict:
+    """Train (resuming from `resume` if given), save the model and tokenizer into output_dir, and log and save the
+    training metrics (plus `extra_metrics`) and the trainer state. Returns the metrics."""
+    train_result = trainer.train(resume_from_checkpoint=resume)
+    if getattr(trainer.model.config, "is_decoder", False):
+        trainer.model.config.use_cache = True  # Trainer turns the cache off for training; generation wants it
+    trainer.save_model()
+    metrics = {**train_result.metrics, **extra_metrics}
+    trainer.log_metrics("train", metrics)
+    trainer.save_metrics("train", metrics)
+    trainer.save_state()
+    if trainer.state.best_model_checkpoint:
+        logger.info(f"Best checkpoint (on validation {trainer.args.metric_for_best_model}): "
+                    f"{trainer.state.best_model_checkpoint}")
+    return metrics
 
 
 def sort_by_length(dataset: datasets.Dataset, column: str = "input_ids") -> tuple[datasets.Dataset, np.ndarray]:
@@ -671,3 +706,12 @@ def lm_datasets(texts: dict[str, list[str]], tokenizer, data_args: LMDataArgumen
         logger.info(f"{split}: {len(docs)} documents, {sum(len(x) for x in enc)} tokens -> {len(blocks)} block(s) "
                     f"of up to {data_args.block_size} tokens.")
     return out, stats
+
+
+def lm_data_section(data_args: LMDataArguments, data: dict, tokenizer_source: str, length_report: str,
+                    note: str = "") -> str:
+    """The model card's "Data" paragraph of run_mlm.py / run_clm.py."""
+    validation = data_args.validation_file or f"last {data_args.validation_split_percentage:g}% of train"
+    return (f"Train `{data_args.train_file}`, validation `{validation}`; blocks of {data_args.block_size} tokens "
+            f"(train {len(data.get('train', []))}, validation {len(data.get('validation', []))}){note}. Tokenizer: "
+            f"{tokenizer_source}. Document lengths in tokens:\n\n{length_report}")
