@@ -185,6 +185,20 @@ def sequential_threads(device: torch.device):
         torch.set_num_threads(threads)
 
 
+# Token-parallel work on CPU runs in chunks of about this many tokens: intermediates then stay below glibc's mmap
+# threshold (32 MiB) and in cache, instead of being fresh, page-faulted allocations (measured: a 32k-token forward
+# spent a third of its CPU time in the kernel zeroing pages).
+CPU_TOKEN_CHUNK = 2048
+
+
+def _window_chunks(num_windows: int, capacity: int, device: torch.device) -> list[slice]:
+    """Slices of the window axis processed together: all windows on accelerators, about CPU_TOKEN_CHUNK tokens on CPU."""
+    if device.type != "cpu":
+        return [slice(0, num_windows)]
+    step = max(1, CPU_TOKEN_CHUNK // max(capacity, 1))
+    return [slice(start, min(start + step, num_windows)) for start in range(0, num_windows, step)]
+
+
 # ----------------------------------------------------------------------------------------------------------------------
 # Window layout: which token of which row sits in which window slot
 # ----------------------------------------------------------------------------------------------------------------------
@@ -463,7 +477,8 @@ class RANLayer(GradientCheckpointingLayer):
 
     Fast path: the row norm and q/k/v of every token of every window are computed at once; the sequential cell
     chain needs only the cell row's q/k/v and its attention over the window's precomputed keys; then all windows'
-    token attention runs as one batched attention call with the cell key/value prepended.
+    token attention runs as one batched attention call with the cell key/value prepended. On CPU the token-parallel
+    stages run over chunks of about `CPU_TOKEN_CHUNK` tokens (whole windows), which keeps them in cache.
     """
 
     def __init__(self, config: RANConfig, layer_idx: int):
@@ -530,20 +545,17 @@ class RANLayer(GradientCheckpointingLayer):
         """
         batch_size, num_windows, capacity, _ = hidden_states.shape
         attention = self.window_attention
-        num_heads, head_size = attention.num_heads, attention.head_size
+        chunks = _window_chunks(num_windows, capacity, hidden_states.device)
 
-        # 1. all tokens at once: norm, q/k/v, rotary at positions 1..C
-        z_tokens = self.dropout(self.concat_norm(hidden_states))
-        q_tokens, k_tokens, v_tokens = attention.project(z_tokens)  # (B, n, C, H, d) each
-        if self.rotary is not None:
-            cos, sin = self.rotary(capacity, hidden_states.device, q_tokens.dtype)
-            q_tokens = apply_rotary(q_tokens, cos, sin)
-            k_tokens = apply_rotary(k_tokens, cos, sin)
+        # 1. every token at once (in chunks of windows on CPU): norm, q/k/v, rotary at positions 1..C
+        cos_sin = self.rotary(capacity, hidden_states.device, hidden_states.dtype) if self.rotary is not None else None
+        projected = [self._project_tokens(hidden_states[:, chunk], cos_sin) for chunk in chunks]
 
         # 2. the cell chain: sequential over windows, batched over rows
         s = self.initial_cell(cell, batch_size, hidden_states)
-        keys_by_window = k_tokens.unbind(1)  # unbind, not slicing: one backward node for all windows
-        values_by_window = v_tokens.unbind(1)
+        # unbind, not slicing: one backward node per chunk for all its windows
+        keys_by_window = [k for _, _, k_tokens, _ in projected for k in k_tokens.unbind(1)]
+        values_by_window = [v for _, _, _, v_tokens in projected for v in v_tokens.unbind(1)]
         masks_by_window = layout.token_mask.unbind(1)
         cell_keys, cell_values, history = [], [], []
         previous_c = None
@@ -573,38 +585,75 @@ class RANLayer(GradientCheckpointingLayer):
         cells = torch.stack(history, dim=1)  # (B, n, D), pre-residual cells c_i
         if not layout.all_real:
             cells = cells * layout.window_mask[..., None].to(cells.dtype)
+        cell_keys, cell_values = torch.stack(cell_keys, 1), torch.stack(cell_values, 1)  # (B, n, H, d)
 
-        # 3. all windows' token attention in one call, the cell key/value of each window prepended
-        keys = torch.cat([torch.stack(cell_keys, 1)[:, :, None], k_tokens], dim=2)  # (B, n, 1+C, H, d)
-        values = torch.cat([torch.stack(cell_values, 1)[:, :, None], v_tokens], dim=2)
-        query = q_tokens.transpose(2, 3).flatten(0, 1)  # (B*n, H, C, d)
+        # 3.-4. per chunk of windows: token attention over [cell; window] for all its windows in one call, then
+        # memory review of its tokens over the whole history
+        review_key_value = None
+        if self.config.use_memory_review:
+            review_key_value = self._review_key_value(cells)
+        has_padding = not bool(layout.token_mask.all())
+        outputs = [
+            self._attend_tokens(projected[j], chunk, cell_keys, cell_values, layout, review_key_value, has_padding,
+                                output_attentions)
+            for j, chunk in enumerate(chunks)
+        ]
+        out = torch.cat([o[0] for o in outputs], dim=1) if len(outputs) > 1 else outputs[0][0]
+        window_probs = review_probs = None
+        if output_attentions:
+            window_probs = torch.cat([o[1] for o in outputs], dim=1)
+            if self.config.use_memory_review:
+                review_probs = torch.cat([o[2] for o in outputs], dim=1)
+        return RANLayerOutput(out, s, cells, window_probs, review_probs)
+
+    def _project_tokens(self, hidden_states: torch.Tensor, cos_sin: tuple[torch.Tensor, torch.Tensor] | None):
+        """(B, n, C, D) tokens -> z (normed input, B, n, C, D) and q, k, v (B, n, C, H, d), rotated at 1..C."""
+        z_tokens = self.dropout(self.concat_norm(hidden_states))
+        q_tokens, k_tokens, v_tokens = self.window_attention.project(z_tokens)
+        if cos_sin is not None:
+            q_tokens = apply_rotary(q_tokens, *cos_sin)
+            k_tokens = apply_rotary(k_tokens, *cos_sin)
+        return z_tokens, q_tokens, k_tokens, v_tokens
+
+    def _attend_tokens(self, projected, chunk: slice, cell_keys, cell_values, layout: RANWindowLayout,
+                       review_key_value, has_padding: bool, output_attentions: bool):
+        """Token rows of the windows in `chunk` (eqs. 3-6) and their memory review (eqs. 8-9).
+
+        Args:
+            projected: `_project_tokens` of those windows; cell_keys/values: (B, n, H, d) of all windows.
+            review_key_value: memory-review keys and values (B, n, D) of all cells, or None without review.
+        Returns:
+            out (B, m, C, D) for the m windows of the chunk; window probabilities (B, m, H, C, 1+C) and review
+            probabilities (B, m*C, n) when `output_attentions`.
+        """
+        attention = self.window_attention
+        z_tokens, q_tokens, k_tokens, v_tokens = projected
+        batch_size, num_windows, capacity = q_tokens.shape[:3]
+        keys = torch.cat([cell_keys[:, chunk, None], k_tokens], dim=2)  # (B, m, 1+C, H, d)
+        values = torch.cat([cell_values[:, chunk, None], v_tokens], dim=2)
+        query = q_tokens.transpose(2, 3).flatten(0, 1)  # (B*m, H, C, d)
         keys = keys.transpose(2, 3).flatten(0, 1)
         values = values.transpose(2, 3).flatten(0, 1)
         key_mask = None
-        if not bool(layout.token_mask.all()):
-            cell_key = layout.token_mask.new_ones(batch_size, num_windows, 1)
-            key_mask = torch.cat([cell_key, layout.token_mask], dim=2).reshape(batch_size * num_windows, 1, 1, -1)
+        if has_padding:
+            token_mask = layout.token_mask[:, chunk]
+            cell_key = token_mask.new_ones(batch_size, num_windows, 1)
+            key_mask = torch.cat([cell_key, token_mask], dim=2).reshape(batch_size * num_windows, 1, 1, -1)
         implementation = "eager" if output_attentions else self.config._attn_implementation
         attention_forward = ATTENTION_FUNCTIONS.get(implementation, sdpa_attention_forward)
         attended, window_probs = attention_forward(
             query, keys, values, key_mask, dropout=attention.attention_dropout, training=self.training
         )
-        attended = attended.transpose(1, 2).reshape(batch_size, num_windows, capacity, num_heads * head_size)
+        attended = attended.transpose(1, 2).reshape(batch_size, num_windows, capacity, -1)
         y_tokens = self.dropout(standard_normalize(attention.finish(attended, z_tokens), self.eps))  # eq. 6
-
-        # 4. memory review of all tokens over the history
-        review_probs = None
-        if self.config.use_memory_review:
-            cell_mask = layout.window_mask
-            out, review_probs = self.memory_review(
-                y_tokens.reshape(batch_size, num_windows * capacity, -1), cells, cell_mask, output_attentions
-            )
-            out = out.reshape(batch_size, num_windows, capacity, -1)
-        else:
-            out = self.output_norm(y_tokens)
         if window_probs is not None:
-            window_probs = window_probs.reshape(batch_size, num_windows, num_heads, capacity, capacity + 1)
-        return RANLayerOutput(out, s, cells, window_probs, review_probs)
+            window_probs = window_probs.reshape(batch_size, num_windows, -1, capacity, capacity + 1)
+        if review_key_value is None:
+            return self.output_norm(y_tokens), window_probs, None
+        review = self.memory_review
+        query = review.act(review.q(y_tokens.reshape(batch_size, num_windows * capacity, -1)))
+        out, review_probs = review.attend(query, *review_key_value, layout.window_mask, output_attentions)
+        return out.reshape(batch_size, num_windows, capacity, -1), window_probs, review_probs
 
     # ------------------------------------------------------------------------------------------------------------------
     # causal mode (DESIGN sections 4-5)

@@ -34,7 +34,7 @@ def pad_batch(docs, length=None, left=False):
 
 
 def assert_close(a, b, what):
-    err = float((a - b).abs().max())
+    err = float((a - b).detach().abs().max())
     assert err <= TOLERANCE, f"{what}: max abs error {err:.3g}"
 
 
@@ -85,6 +85,34 @@ def test_fast_path_equals_oracle_on_a_padded_batch_and_with_eager_attention():
     assert len(eager.attentions) == 2 and eager.attentions[0].shape[:3] == (len(docs), fast.cells.shape[1], 3)
     probs = eager.attentions[0]
     assert torch.allclose(probs.sum(-1), torch.ones(()), atol=1e-5)
+
+
+@pytest.mark.parametrize("chunk_tokens", [1, 20])  # one window per chunk; 2 or 3 windows per chunk
+def test_window_chunks_on_cpu_change_nothing(monkeypatch, chunk_tokens):
+    """The CPU path runs the token-parallel stages in chunks of windows; outputs, attentions and gradients must be
+    those of a single chunk (and of the oracle), with padding and merged windows in the batch."""
+    from ran_hf import modeling_ran
+
+    docs = documents([47, 29, 9, 26], seed=3)
+    ids, mask = pad_batch(docs)
+    results = {}
+    for chunk in (10**9, chunk_tokens):
+        monkeypatch.setattr(modeling_ran, "CPU_TOKEN_CHUNK", chunk)
+        model = make_model(num_attention_heads=3, attention_head_size=6, hidden_dropout_prob=0.0,
+                           attention_probs_dropout_prob=0.0).train()
+        out = model(ids, attention_mask=mask, output_attentions=True, output_hidden_states=True)
+        (out.last_hidden_state.square().mean() + out.pooler_output.square().mean()).backward()
+        grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+        results[chunk] = (out, grads)
+    (whole, whole_grads), (chunked, chunked_grads) = results[10**9], results[chunk_tokens]
+    for name in ("last_hidden_state", "pooler_output", "last_cell", "cells"):
+        assert_close(chunked[name], whole[name], f"{name}, chunks of {chunk_tokens} tokens")
+    for a, b in zip(chunked.attentions + chunked.hidden_states, whole.attentions + whole.hidden_states):
+        assert_close(a, b, "attentions / hidden states")
+    for name in whole_grads:
+        assert torch.allclose(chunked_grads[name], whole_grads[name], atol=1e-6, rtol=1e-5), name
+    ref = oracle.encode(model.eval(), docs[0])
+    assert_close(chunked.last_hidden_state[0, : len(docs[0])].detach(), ref["last_hidden_state"], "oracle")
 
 
 def test_inputs_embeds_and_initial_cell_match_oracle():
