@@ -107,11 +107,11 @@ def load_dataset_splits(name: str, data_dir: Path, train_size: int, dev_size: in
     if name == "hyperpartisan":
         train = _read_jsonl(data_dir / "hyperpartisan" / "train-byarticle.jsonl")
         test = _read_jsonl(data_dir / "hyperpartisan" / "test-byarticle.jsonl")
-        texts = [f"{r['title']}\n{r['text']}" for r in train]
+        texts = [f"{r['title']}\n\n{r['text']}" for r in train]
         labels = np.array([r["label"] for r in train])
         dev_idx = _stratified_take(labels, 0.1, None, rng)
         train_idx = np.setdiff1d(np.arange(len(train)), dev_idx)
-        test_texts, test_labels = [f"{r['title']}\n{r['text']}" for r in test], np.array([r["label"] for r in test])
+        test_texts, test_labels = [f"{r['title']}\n\n{r['text']}" for r in test], np.array([r["label"] for r in test])
         label_names = ["not hyperpartisan", "hyperpartisan"]
     elif name in ("20newsgroups", "imdb"):
         train = _read_jsonl(data_dir / name / "train.jsonl.gz")
@@ -140,11 +140,12 @@ def load_dataset_splits(name: str, data_dir: Path, train_size: int, dev_size: in
 
 
 def split_sentences(text: str, max_sentences: int) -> list[str]:
-    """Sentences by punctuation and line breaks (no external splitter needed); empty pieces dropped, at most
-    `max_sentences` (the document's beginning)."""
+    """Sentences: paragraphs (blank lines) with their hard-wrapped lines joined, cut after . ! or ? before an
+    upper-case letter or digit; empty pieces dropped; at most `max_sentences` (the document's beginning)."""
     pieces = []
-    for line in re.split(r"\n\s*\n|\n(?=\S)", text):
-        pieces += re.split(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])", line.strip())
+    for paragraph in re.split(r"\n\s*\n", text):
+        paragraph = " ".join(paragraph.split())
+        pieces += re.split(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])", paragraph)
     sentences = [p.strip() for p in pieces if len(p.strip()) > 1]
     return sentences[:max_sentences] or [text.strip()[:1000] or "."]
 

@@ -68,9 +68,9 @@ def test_minilm_sentence_embeddings_are_normalised_and_meaningful():
 
 
 def test_split_sentences():
-    text = "First one. Second one! Is it third? \"Quoted\" fourth.\n\nNew paragraph\nheader line"
+    text = "First one. Second one! Is it third? \"Quoted\" fourth.\n\nA paragraph\nwrapped over lines. e.g. this"
     assert cmp.split_sentences(text, 10) == ["First one.", "Second one!", "Is it third?", "\"Quoted\" fourth.",
-                                             "New paragraph", "header line"]
+                                             "A paragraph wrapped over lines. e.g. this"]
     assert cmp.split_sentences(text, 2) == ["First one.", "Second one!"]
     assert cmp.split_sentences("   ", 5) == ["."]
 
