@@ -1,0 +1,170 @@
+# Copyright 2026 The ran_hf authors. Licensed under the Apache License, Version 2.0.
+"""Tests of run_scripts/compare_lm.py on a tiny synthetic WikiText-like folder (offline, CPU, a few seconds)."""
+
+import json
+import math
+import os
+import random
+import sys
+
+import pytest
+import torch
+
+
+SCRIPTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "run_scripts")
+sys.path.insert(0, SCRIPTS)
+
+import compare_lm  # noqa: E402
+
+
+WINDOW = 8
+BLOCK = 64
+TINY_FLAGS = [
+    "--window_size", str(WINDOW), "--block_size", str(BLOCK), "--tokens_per_step", "128", "--steps", "3",
+    "--logging_steps", "1", "--vocab_size", "120", "--hidden_size", "16", "--num_layers", "2", "--num_heads", "2",
+    "--head_size", "8", "--gpt2_inner_size", "32", "--eval_batch_tokens", "128", "--seeds", "0",
+]
+WORDS = ("river castle army song king league album season station church battle ship road island film band city "
+         "player game war").split()
+
+
+def wiki_lines(rng: random.Random, num_articles: int) -> list[str]:
+    """WikiText-style lines: a title line, then paragraphs, with `<unk>` and ` @-@ ` like the real files."""
+    lines = []
+    for _ in range(num_articles):
+        topic = rng.choice(WORDS)
+        lines += [" ", f" = The {topic.title()} = ", " "]
+        for _ in range(rng.randint(2, 4)):
+            words = [rng.choice(WORDS + [topic] * 5) for _ in range(rng.randint(20, 50))]
+            words[rng.randrange(len(words))] = "<unk>"
+            lines.append(" " + " ".join(words) + " , the " + topic + " @-@ era . ")
+    return lines
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("wikitext-2")
+    rng = random.Random(0)
+    for name, articles in (("wiki.train.docshuf.tokens", 40), ("wiki.valid.tokens", 6), ("wiki.test.tokens", 6)):
+        (folder / name).write_text("\n".join(wiki_lines(rng, articles)) + "\n", encoding="utf-8")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def tiny_run(data_dir, tmp_path_factory):
+    torch.set_num_threads(1)
+    output_dir = tmp_path_factory.mktemp("compare_lm")
+    results = compare_lm.main(["--data_dir", str(data_dir), "--output_dir", str(output_dir), *TINY_FLAGS])
+    return results, output_dir
+
+
+def test_results_json_has_every_model(tiny_run):
+    returned, output_dir = tiny_run
+    results = json.loads((output_dir / "results.json").read_text())
+    assert results["models"].keys() == set(compare_lm.MODEL_NAMES)
+    assert results["models"] == json.loads(json.dumps(returned["models"]))
+    num_windows = BLOCK // WINDOW
+    for name, entry in results["models"].items():
+        for split in ("validation", "test"):
+            ppl = entry[split]["ppl"]["mean"]
+            assert math.isfinite(ppl) and 1.0 < ppl < 1e4, (name, split, ppl)
+            windows = entry[split]["per_window_ppl"]
+            assert len(windows) == num_windows and all(math.isfinite(x) and x > 1.0 for x in windows)
+        assert entry["params"]["total"] > entry["params"]["non_embedding"] > 0
+        assert ("test_fresh_state_per_window" in entry) == name.startswith("ran")
+    runs = {run["model"]: run for run in results["runs"]}
+    assert {name: run["rows_per_step"] for name, run in runs.items()} == {
+        "ran": 128 // BLOCK, "ran_no_review": 128 // BLOCK, "gpt2_w": 128 // WINDOW, "gpt2_4w": 128 // (4 * WINDOW)}
+    test_blocks = results["data"]["test_blocks"]
+    assert test_blocks >= 2
+    for run in runs.values():
+        assert run["test"]["scored_tokens"] == test_blocks * (BLOCK - BLOCK // WINDOW)
+        assert [point["step"] for point in run["loss_curve"]] == [1, 2, 3]
+        assert run["train_wall_s"] > 0
+
+
+def test_ran_window_one_is_its_own_fresh_state_and_later_windows_use_context(tiny_run):
+    results, _ = tiny_run
+    for name in ("ran", "ran_no_review"):
+        run = next(r for r in results["runs"] if r["model"] == name)
+        full, fresh = run["test"]["per_window_ppl"], run["test_fresh_state_per_window"]["per_window_ppl"]
+        # window 1 has no earlier cell: reading it alone changes nothing
+        assert full[0] == pytest.approx(fresh[0], rel=1e-5)
+        # later windows read the cell of the windows before them, so a fresh state changes their scores
+        assert max(abs(a - b) / b for a, b in zip(full[1:], fresh[1:])) > 1e-6
+
+
+def test_table_and_tokenizer_cache(tiny_run, data_dir, tmp_path):
+    results, output_dir = tiny_run
+    table = (output_dir / "table.md").read_text()
+    for entry in results["models"].values():
+        assert f"| {entry['label']} |" in table
+    assert "fresh state per window" in table
+    meta = json.loads((output_dir / "tokenizer" / "compare_lm_tokenizer.json").read_text())
+    assert meta["vocab_size"] == 120
+    tokenizer = compare_lm.PreTrainedTokenizerFast.from_pretrained(str(output_dir / "tokenizer"))
+    assert tokenizer.convert_tokens_to_ids("[UNK]") == 1
+    assert tokenizer("a [UNK] b", add_special_tokens=False)["input_ids"].count(1) == 1
+
+
+def test_gpt2_chunks_are_read_independently():
+    args = compare_lm.build_parser().parse_args(TINY_FLAGS)
+
+    class Vocab:
+        pad_token_id, sep_token_id = 0, 3
+
+        def __len__(self):
+            return 50
+
+    torch.manual_seed(0)
+    model = compare_lm.build_model("gpt2_w", args, Vocab())
+    blocks = torch.randint(5, 50, (2, BLOCK))
+    nll = compare_lm.token_nll(model, blocks, WINDOW, batch_tokens=3 * WINDOW)
+    assert torch.isnan(nll[:, ::WINDOW]).all() and not torch.isnan(nll.view(2, -1, WINDOW)[:, :, 1:]).any()
+    alone = compare_lm.token_nll(model, blocks[1:, 2 * WINDOW: 3 * WINDOW], WINDOW, batch_tokens=WINDOW)
+    torch.testing.assert_close(nll[1:, 2 * WINDOW + 1: 3 * WINDOW], alone[:, 1:])
+    scores = compare_lm.score(nll, WINDOW)
+    assert scores["scored_tokens"] == 2 * (BLOCK - BLOCK // WINDOW)
+    assert scores["loss"] == pytest.approx(nll.view(2, -1, WINDOW)[:, :, 1:].mean().item())
+
+
+def test_segment_order_is_seeded_and_covers_every_segment():
+    first = compare_lm.segment_order(10, 25, seed=1)
+    assert first == compare_lm.segment_order(10, 25, seed=1)
+    assert first != compare_lm.segment_order(10, 25, seed=2)
+    assert sorted(first[:10]) == list(range(10)) and sorted(first[10:20]) == list(range(10))
+
+
+@pytest.mark.parametrize(
+    "flags, error, match",
+    [
+        (["--block_size", "60"], ValueError, "--block_size"),  # not a multiple of the window (8)
+        (["--block_size", "16"], ValueError, "--block_size"),  # a multiple of W but not of the GPT-2 context 4W
+        (["--tokens_per_step", "96"], ValueError, "--tokens_per_step"),
+        (["--window_size", "0"], ValueError, "--window_size"),
+    ],
+)
+def test_bad_arguments(data_dir, tmp_path, flags, error, match):
+    with pytest.raises(error, match=match):
+        compare_lm.main(["--data_dir", str(data_dir), "--output_dir", str(tmp_path / "out"), *TINY_FLAGS, *flags])
+    assert not (tmp_path / "out").exists()
+
+
+def test_missing_data(tmp_path):
+    with pytest.raises(FileNotFoundError, match="--data_dir: no such directory"):
+        compare_lm.main(["--data_dir", str(tmp_path / "nowhere"), "--output_dir", str(tmp_path / "out"), *TINY_FLAGS])
+    (tmp_path / "partial").mkdir()
+    (tmp_path / "partial" / "wiki.valid.tokens").write_text(" some text \n")
+    with pytest.raises(FileNotFoundError, match="--data_dir .* lacks wiki.train.docshuf.tokens, wiki.test.tokens"):
+        compare_lm.main(["--data_dir", str(tmp_path / "partial"), "--output_dir", str(tmp_path / "out"), *TINY_FLAGS])
+    assert not (tmp_path / "out").exists()
+
+
+def test_gpt2_only_needs_its_own_context(data_dir, tmp_path):
+    """Without the 4W GPT-2, a block of 2W is valid; too few eval tokens for one block is a clear error."""
+    flags = ["--data_dir", str(data_dir), "--output_dir", str(tmp_path / "out"), *TINY_FLAGS]
+    with pytest.raises(ValueError, match="fewer than one --block_size"):
+        compare_lm.main([*flags, "--max_eval_tokens", str(BLOCK - 1)])
+    results = compare_lm.main([*flags, "--block_size", "16", "--models", "gpt2_w", "--steps", "1"])
+    assert list(results["models"]) == ["gpt2_w"]
+    assert len(results["models"]["gpt2_w"]["test"]["per_window_ppl"]) == 2
