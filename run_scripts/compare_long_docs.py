@@ -30,10 +30,11 @@ a stratified 10% of train), 20 Newsgroups bydate and IMDB (train/dev sampled fro
 sampled from the official test split; --train_size/--dev_size/--test_size). Test metrics are reported overall and
 separately for documents of at most and more than 512 tokens (WordPiece tokens with [CLS]/[SEP]).
 
-Reproduce the README table (about 75 minutes on 2 CPU cores, two datasets at a time on one thread each):
+Reproduce the README table (about two hours on 2 CPU cores, the three datasets in parallel on one thread each):
 
     python run_scripts/compare_long_docs.py --datasets hyperpartisan --output_dir outputs/compare &
-    python run_scripts/compare_long_docs.py --datasets 20newsgroups imdb --output_dir outputs/compare; wait
+    python run_scripts/compare_long_docs.py --datasets 20newsgroups --output_dir outputs/compare &
+    python run_scripts/compare_long_docs.py --datasets imdb --output_dir outputs/compare; wait
     python run_scripts/compare_long_docs.py --report_only --output_dir outputs/compare
 
 Results land in `<output_dir>/<dataset>/runs.jsonl` (one line per model and seed; finished runs are skipped when
