@@ -485,7 +485,7 @@ def _mean_std(values: list[float]) -> str:
     if not values:
         return "-"
     values = 100 * np.asarray(values)
-    return f"{values.mean():.1f} ± {values.std(ddof=1) if len(values) > 1 else 0.0:.1f}"
+    return f"{values.mean():.1f} ± {values.std(ddof=1):.1f}" if len(values) > 1 else f"{values[0]:.1f}"
 
 
 def read_runs(output_dir: Path, dataset: str) -> list[dict]:
@@ -507,18 +507,18 @@ def report(output_dir: Path) -> str:
         parts.append(
             f"**{dataset}** (test: {first['test']['n']} documents, {first['test_short']['n']} of <= 512 tokens and "
             f"{first['test_long']['n']} longer; median length {test.get('median', '?'):g} tokens; "
-            f"{len({r['seed'] for r in runs})} seeds, {first['steps']} steps each)\n")
-        parts.append("| model | params | test acc | test macro-F1 | acc <= 512 | acc > 512 | macro-F1 > 512 | "
+            f"{first['steps']} steps per run)\n")
+        parts.append("| model | params | seeds | test acc | test macro-F1 | acc <= 512 | acc > 512 | macro-F1 > 512 | "
                      "dev macro-F1 | train s |")
-        parts.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        parts.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
         for name in MODELS:
             mine = [r for r in runs if r["model"] == name]
             if not mine:
                 continue
             if name == "aose":
-                parts.append("| *frozen pretrained sentence encoder* | | | | | | | | |")
+                parts.append("| *frozen pretrained sentence encoder* | | | | | | | | | |")
             parts.append(
-                f"| {MODEL_NAMES[name]} | {mine[0]['params'] / 1e6:.2f} M "
+                f"| {MODEL_NAMES[name]} | {mine[0]['params'] / 1e6:.2f} M | {len(mine)} "
                 f"| {_mean_std([r['test']['accuracy'] for r in mine])} "
                 f"| {_mean_std([r['test']['macro_f1'] for r in mine])} "
                 f"| {_mean_std([r['test_short']['accuracy'] for r in mine if r['test_short']['n']])} "
