@@ -489,8 +489,14 @@ def _mean_std(values: list[float]) -> str:
 
 
 def read_runs(output_dir: Path, dataset: str) -> list[dict]:
+    """The finished runs of `dataset`, the first of each (model, seed) when two processes wrote the same one."""
     path = output_dir / dataset / "runs.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+    runs: dict[tuple, dict] = {}
+    for line in path.read_text().splitlines() if path.is_file() else []:
+        if line.strip():
+            run = json.loads(line)
+            runs.setdefault((run["model"], run["seed"]), run)
+    return list(runs.values())
 
 
 def report(output_dir: Path) -> str:
