@@ -118,6 +118,11 @@ def test_end_to_end_on_a_tiny_corpus(tmp_path, monkeypatch):
             assert r["test_long"]["n"] > 0 and r["test_short"]["n"] > 0
             assert 0.0 <= r["test"]["accuracy"] <= 1.0 and np.isfinite(r["final_train_loss"])
             assert r["best_step"] in (2, 4)
+            if r["model"] in cmp.SENTENCE_MODELS:  # the rate is chosen on dev among the candidates
+                by_rate = r["dev_macro_f1_by_learning_rate"]
+                assert len(by_rate) == 3 and by_rate[str(r["learning_rate"])] == max(by_rate.values())
+            else:
+                assert r["learning_rate"] == 1e-3
         summary = json.loads((out / dataset / "data.json").read_text())
         assert summary["test"]["documents"] == 24 and summary["test"]["over_512"] == runs[0]["test_long"]["n"]
     # a second run skips what is done and adds a seed; the report aggregates both
