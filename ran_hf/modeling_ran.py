@@ -549,7 +549,9 @@ class RANLayer(GradientCheckpointingLayer):
 
         # 1. every token at once (in chunks of windows on CPU): norm, q/k/v, rotary at positions 1..C
         cos_sin = self.rotary(capacity, hidden_states.device, hidden_states.dtype) if self.rotary is not None else None
-        projected = [self._project_tokens(hidden_states[:, chunk], cos_sin) for chunk in chunks]
+        # split, not slicing: each slice's backward would zero-fill a full-length gradient (quadratic in length)
+        pieces = hidden_states.split([chunk.stop - chunk.start for chunk in chunks], dim=1)
+        projected = [self._project_tokens(piece, cos_sin) for piece in pieces]
 
         # 2. the cell chain: sequential over windows, batched over rows
         s = self.initial_cell(cell, batch_size, hidden_states)
