@@ -413,6 +413,8 @@ def markdown_report(data: dict) -> str:
     lines = [f"Machine: {meta.get('processor')}, {meta.get('cpus')} CPUs, device `{meta['device']}`; measured "
              f"matmul throughput {meta.get('matmul_gflops_fp32')} GFLOP/s fp32, {meta.get('matmul_gflops_bf16')} "
              f"GFLOP/s bf16. Started {meta['started']}, git {meta['git']['head'][:10]}.", ""]
+    if meta.get("note"):  # e.g. rows re-measured after a fix, merged in by hand
+        lines += [meta["note"], ""]
     params = {r["model"]: r["params"] for r in encoder if "params" in r}
     lines += ["Parameters: " + ", ".join(f"{LABELS[m]} {p / 1e6:.1f} M" for m, p in params.items()), ""]
     groups = sorted({(r["mode"], r["dtype"], r["batch_size"]) for r in encoder}, key=lambda g: (MODES.index(g[0]), g[1], g[2]))
