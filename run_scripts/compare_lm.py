@@ -50,6 +50,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from utils_ran import (  # noqa: E402
+    SHARED_DATA_DIR,
     command_line,
     group_into_blocks,
     perplexity,
@@ -71,7 +72,7 @@ from ran_hf import RANConfig, RANForCausalLM  # noqa: E402
 
 logger = logging.getLogger("run_scripts")
 
-DEFAULT_DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "wikitext-2"
+DEFAULT_DATA_DIR = SHARED_DATA_DIR / "wikitext-2"
 SPLIT_FILES = {
     "train": "wiki.train.docshuf.tokens",
     "validation": "wiki.valid.tokens",

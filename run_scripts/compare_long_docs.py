@@ -46,7 +46,6 @@ the command is run again) and `<output_dir>/table.md`.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import math
 import os
@@ -75,7 +74,7 @@ MODEL_NAMES = {
     "chunk_pool": "BERT chunks of 512, mean-pooled", "bilstm": "BiLSTM, max-pooled",
     "aose": "AoSE (frozen MiniLM sentences)", "ran_sent": "RAN over frozen MiniLM sentences",
 }
-DEFAULT_DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+DEFAULT_DATA_DIR = utils_ran.SHARED_DATA_DIR
 CHUNK = 512  # BERT's position limit: the truncation and chunk length of the BERT baselines
 LONG = 512   # documents longer than this (in WordPiece tokens) are "long"
 
@@ -88,7 +87,7 @@ LONG = 512   # documents longer than this (in WordPiece tokens) are "long"
 def _read_jsonl(path: Path) -> list[dict]:
     if not path.is_file():
         raise FileNotFoundError(f"--data_dir: {path} does not exist (see shared/data/README.md for the layout).")
-    with (gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")) as f:
+    with utils_ran.open_text(path) as f:
         return [json.loads(line) for line in f if line.strip()]
 
 
@@ -363,12 +362,10 @@ def length_grouped_batches(lengths: np.ndarray, batch_size: int, rng) -> list[np
 
 
 def scores(labels: np.ndarray, predictions: np.ndarray) -> dict:
-    from sklearn.metrics import accuracy_score, f1_score
-
+    """`classification_scores` with the number of documents (an empty split has only the count)."""
     if len(labels) == 0:
         return {"n": 0}
-    return {"n": int(len(labels)), "accuracy": float(accuracy_score(labels, predictions)),
-            "macro_f1": float(f1_score(labels, predictions, average="macro", zero_division=0))}
+    return {"n": int(len(labels)), **utils_ran.classification_scores(labels, predictions)}
 
 
 @torch.no_grad()

@@ -62,6 +62,7 @@ from utils_ran import (  # noqa: E402
     RANTrainer,
     build_model,
     check_file,
+    classification_scores,
     command_line,
     disable_eval_if_no_data,
     format_length_table,
@@ -78,7 +79,6 @@ from utils_ran import (  # noqa: E402
 )
 
 import datasets  # noqa: E402
-from sklearn.metrics import accuracy_score, f1_score  # noqa: E402
 from transformers import (  # noqa: E402
     AutoModelForSequenceClassification,
     DataCollatorWithPadding,
@@ -212,15 +212,6 @@ def check_known_labels(keys, multi, label2id, path, arg_name, records):
 # ----------------------------------------------------------------------------------------------------------------------
 # metrics
 # ----------------------------------------------------------------------------------------------------------------------
-
-
-def classification_scores(y_true: np.ndarray, y_pred: np.ndarray) -> dict:
-    """Accuracy (subset accuracy for multi-label), micro-F1 and macro-F1."""
-    return {
-        "accuracy": float(accuracy_score(y_true, y_pred)),
-        "micro_f1": float(f1_score(y_true, y_pred, average="micro", zero_division=0)),
-        "macro_f1": float(f1_score(y_true, y_pred, average="macro", zero_division=0)),
-    }
 
 
 def logits_to_predictions(logits: np.ndarray, multi: bool, threshold: float) -> np.ndarray:

@@ -28,6 +28,7 @@ import torch
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS_DIR = Path(__file__).resolve().parent
+SHARED_DATA_DIR = REPO_ROOT.parent / "shared" / "data"  # the project's evaluation data, read by path, never copied
 
 try:  # a checkout that is not pip-installed: make `import ran_hf` work from the repository root
     import ran_hf  # noqa: F401
@@ -606,6 +607,17 @@ def write_model_card(output_dir: str, *, title: str, description: str, auto_clas
 def command_line(script: str, argv: Sequence[str] | None) -> str:
     argv = list(sys.argv[1:] if argv is None else argv)
     return shlex.join(["python", f"run_scripts/{script}", *argv])
+
+
+def classification_scores(y_true: np.ndarray, y_pred: np.ndarray) -> dict:
+    """Accuracy (subset accuracy for multi-label), micro-F1 and macro-F1 (scikit-learn, offline)."""
+    from sklearn.metrics import accuracy_score, f1_score
+
+    return {
+        "accuracy": float(accuracy_score(y_true, y_pred)),
+        "micro_f1": float(f1_score(y_true, y_pred, average="micro", zero_division=0)),
+        "macro_f1": float(f1_score(y_true, y_pred, average="macro", zero_division=0)),
+    }
 
 
 def perplexity(loss: float) -> float:
