@@ -123,8 +123,25 @@ def test_end_to_end_on_a_tiny_corpus(tmp_path, monkeypatch):
                 assert len(by_rate) == 3 and by_rate[str(r["learning_rate"])] == max(by_rate.values())
             else:
                 assert r["learning_rate"] == 1e-3
+            if r["model"] in ("ran", "ran_no_mr"):  # so is the cell transform's pooling
+                by_pooling = r["dev_macro_f1_by_pooler_pooling"]
+                assert set(by_pooling) == {"max", "mean"}
+                assert by_pooling[r["pooler_pooling"]] == max(by_pooling.values())
         summary = json.loads((out / dataset / "data.json").read_text())
         assert summary["test"]["documents"] == 24 and summary["test"]["over_512"] == runs[0]["test_long"]["n"]
+    # every try behind a dev choice is kept and reused: the choice is rebuilt without training again
+    candidates = (out / "imdb" / "candidates.jsonl").read_text().splitlines()
+    assert len(candidates) == 2 * 2 + 2 * 3
+    chosen = {r["model"]: r for r in cmp.read_runs(out, "imdb")}
+    (out / "imdb" / "runs.jsonl").unlink()
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("a cached candidate was trained again")
+
+    monkeypatch.setattr(cmp, "train_one", no_training)
+    cmp.main(common + ["--datasets", "imdb", "--models", "ran", "ran_sent", "--steps", "4", "--eval_steps", "2"])
+    assert {r["model"]: r for r in cmp.read_runs(out, "imdb")} == {m: chosen[m] for m in ("ran", "ran_sent")}
+    monkeypatch.undo()
     # a second run skips what is done and adds a seed; the report aggregates both
     cmp.main(common + ["--datasets", "hyperpartisan", "--models", "ran", "--seeds", "1", "2", "--steps", "30",
                        "--eval_steps", "15", "--learning_rate", "3e-3"])
