@@ -22,7 +22,9 @@ windows 2..8 can beat it only by carrying context across windows. RAN is also sc
 The checkpoint scored is the one after the last step; the test split is scored once, at the end.
 
 Perplexities are over word pieces (not words), so they are comparable between the models here, not with published
-word-level WikiText-2 numbers. The output directory gets `results.json` and `table.md`.
+word-level WikiText-2 numbers. The output directory gets `runs.jsonl` (one line per model and seed; a run with the
+same settings is reused when the command runs again, so models and seeds can be added, or run in parallel processes
+that share the directory), `results.json` and `table.md` (of the models and seeds asked for).
 
 Reproduce the reported run (1 torch thread, about 12 minutes on one CPU core):
 
@@ -476,6 +478,19 @@ def load_data(args: argparse.Namespace, output_dir: Path):
     return tokenizer, segments, data, info
 
 
+def run_setting(args: argparse.Namespace) -> dict:
+    """Everything besides the model and the seed that decides a run's numbers; a finished run in `runs.jsonl` is
+    reused only when this matches."""
+    keys = ("vocab_size", "max_train_tokens", "max_eval_tokens", "hidden_size", "num_layers", "num_heads",
+            "head_size", "gpt2_inner_size", "window_size", "block_size", "dropout", "steps", "tokens_per_step",
+            "learning_rate", "weight_decay", "warmup_ratio", "lr_scheduler", "max_grad_norm", "eval_batch_tokens")
+    return {key: getattr(args, key) for key in keys}
+
+
+def read_runs(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+
+
 def main(argv: Sequence[str] | None = None) -> dict:
     args = build_parser().parse_args(argv)
     check_args(args)
@@ -488,7 +503,17 @@ def main(argv: Sequence[str] | None = None) -> dict:
     output_dir.mkdir(parents=True, exist_ok=True)
 
     tokenizer, segments, data, info = load_data(args, output_dir)
-    runs = [run_one(name, seed, segments, data, args, tokenizer) for seed in args.seeds for name in args.models]
+    runs_path = output_dir / "runs.jsonl"
+    setting = run_setting(args)
+    done = {(r["model"], r["seed"]): r for r in read_runs(runs_path) if r.get("setting") == setting}
+    runs = []
+    for seed in args.seeds:
+        for name in args.models:
+            if (name, seed) not in done:
+                done[(name, seed)] = {**run_one(name, seed, segments, data, args, tokenizer), "setting": setting}
+                with open(runs_path, "a") as f:
+                    f.write(json.dumps(done[(name, seed)]) + "\n")
+            runs.append(done[(name, seed)])
     summary = summarize(runs)
     table = format_table(summary, args, info)
     results = {"command": command_line("compare_lm.py", argv), "args": vars(args), "data": info,

@@ -107,6 +107,30 @@ def test_table_and_tokenizer_cache(tiny_run, data_dir, tmp_path):
     assert tokenizer("a [UNK] b", add_special_tokens=False)["input_ids"].count(1) == 1
 
 
+def test_finished_runs_are_reused_and_new_settings_retrain(tiny_run, data_dir, monkeypatch):
+    results, output_dir = tiny_run
+    flags = ["--data_dir", str(data_dir), "--output_dir", str(output_dir), *TINY_FLAGS]
+    trained = []
+    real_run_one = compare_lm.run_one
+
+    def counting_run_one(name, seed, *args):
+        trained.append((name, seed))
+        return real_run_one(name, seed, *args)
+
+    monkeypatch.setattr(compare_lm, "run_one", counting_run_one)
+    again = compare_lm.main([*flags, "--models", "ran", "gpt2_w"])
+    assert trained == [] and again["models"]["ran"] == json.loads(json.dumps(results["models"]["ran"]))
+    assert again["models"].keys() == {"ran", "gpt2_w"}
+    # a new seed trains only that seed; a changed setting (here the step count) does not reuse the old runs
+    assert compare_lm.main([*flags, "--models", "gpt2_w", "--seeds", "0", "1"])["models"]["gpt2_w"]["seeds"] == [0, 1]
+    assert trained == [("gpt2_w", 1)]
+    compare_lm.main([*flags, "--models", "gpt2_w", "--steps", "2"])
+    assert trained == [("gpt2_w", 1), ("gpt2_w", 0)]
+    runs = compare_lm.read_runs(output_dir / "runs.jsonl")
+    assert sorted((r["model"], r["seed"], r["setting"]["steps"]) for r in runs if r["model"] == "gpt2_w") == [
+        ("gpt2_w", 0, 2), ("gpt2_w", 0, 3), ("gpt2_w", 1, 3)]
+
+
 def test_gpt2_chunks_are_read_independently():
     args = compare_lm.build_parser().parse_args(TINY_FLAGS)
 
