@@ -74,7 +74,9 @@ from ran_hf import RANConfig, RANForCausalLM  # noqa: E402
 
 logger = logging.getLogger("run_scripts")
 
-DEFAULT_DATA_DIR = SHARED_DATA_DIR / "wikitext-2"
+DEFAULT_DATA_DIRS = {"wikitext2": SHARED_DATA_DIR / "wikitext-2", "gutenberg": SHARED_DATA_DIR / "gutenberg"}
+DEFAULT_DATA_DIR = DEFAULT_DATA_DIRS["wikitext2"]
+GUTENBERG_HELD_OUT_BOOKS = 3  # books in each of validation and test; the rest train
 SPLIT_FILES = {
     "train": "wiki.train.docshuf.tokens",
     "validation": "wiki.valid.tokens",
@@ -93,8 +95,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     data = parser.add_argument_group("data")
-    data.add_argument("--data_dir", default=str(DEFAULT_DATA_DIR),
-                      help=f"Folder holding {', '.join(SPLIT_FILES.values())}.")
+    data.add_argument("--corpus", choices=tuple(DEFAULT_DATA_DIRS), default="wikitext2",
+                      help="wikitext2: the WikiText-2 splits; gutenberg: 67 Project Gutenberg books, split by book "
+                           f"({GUTENBERG_HELD_OUT_BOOKS} validation and {GUTENBERG_HELD_OUT_BOOKS} test books drawn "
+                           "with a fixed seed), each paragraph one line.")
+    data.add_argument("--data_dir", default=None,
+                      help=f"wikitext2: the folder holding {', '.join(SPLIT_FILES.values())} (default "
+                           f"{DEFAULT_DATA_DIRS['wikitext2']}); gutenberg: the folder holding books-*.jsonl.gz "
+                           f"(default {DEFAULT_DATA_DIRS['gutenberg']}).")
     data.add_argument("--output_dir", default="outputs/compare_lm", help="results.json, table.md, tokenizer/.")
     data.add_argument("--vocab_size", type=int, default=8000, help="WordPiece vocabulary trained on the train split.")
     data.add_argument("--max_train_tokens", type=int, default=None, help="Keep the first N train tokens.")
@@ -164,6 +172,32 @@ def check_args(args: argparse.Namespace) -> None:
         raise ValueError(f"--learning_rate must be positive, got {args.learning_rate}.")
 
 
+def gutenberg_splits(data_dir: str) -> dict[str, list[str]]:
+    """Paragraph lines of the Gutenberg books per split. Books are sorted by id and a seeded permutation picks the
+    validation and test books, so no book is in two splits. A paragraph (lines up to a blank line) becomes one line
+    with its hard line breaks joined by spaces; training books are concatenated in id order."""
+    folder = Path(data_dir)
+    files = sorted(folder.glob("books-*.jsonl*")) if folder.is_dir() else []
+    if not files:
+        raise FileNotFoundError(f"--data_dir '{data_dir}' holds no books-*.jsonl(.gz) (pass the gutenberg folder of "
+                                f"the shared data, e.g. {DEFAULT_DATA_DIRS['gutenberg']}).")
+    books = {}
+    for path in files:
+        for record in read_records(path, ["id"], arg_name="data_dir", text_field="text"):
+            books[record["id"]] = [" ".join(p.split()) for p in record["_text"].split("\n\n") if p.strip()]
+    if len(books) < 2 * GUTENBERG_HELD_OUT_BOOKS + 1:
+        raise ValueError(f"--data_dir '{data_dir}' has {len(books)} books; the gutenberg corpus needs at least "
+                         f"{2 * GUTENBERG_HELD_OUT_BOOKS + 1} (validation, test and training books).")
+    ids = sorted(books)
+    held_out = np.random.default_rng(0).permutation(len(ids))[: 2 * GUTENBERG_HELD_OUT_BOOKS]
+    validation = sorted(ids[i] for i in held_out[:GUTENBERG_HELD_OUT_BOOKS])
+    test = sorted(ids[i] for i in held_out[GUTENBERG_HELD_OUT_BOOKS:])
+    train = [i for i in ids if i not in validation and i not in test]
+    return {"books": {"train": train, "validation": validation, "test": test},
+            **{split: [line for book in names for line in books[book]]
+               for split, names in (("train", train), ("validation", validation), ("test", test))}}
+
+
 def split_paths(data_dir: str) -> dict[str, Path]:
     """The three WikiText-2 files in `data_dir`, or FileNotFoundError naming --data_dir and what is missing."""
     folder = Path(data_dir)
@@ -189,13 +223,12 @@ def read_lines(path: Path) -> list[str]:
     return [r["_text"].replace("<unk>", "[UNK]") for r in records]
 
 
-def get_tokenizer(train_lines: list[str], train_path: Path, vocab_size: int, output_dir: Path):
+def get_tokenizer(train_lines: list[str], source: dict, vocab_size: int, output_dir: Path):
     """A WordPiece tokenizer trained on the train lines, saved in `output_dir/tokenizer` and reused when it was
-    trained on the same file with the same vocabulary size."""
+    trained on the same `source` (what identifies the training text) with the same vocabulary size."""
     folder = output_dir / "tokenizer"
     meta_path = folder / "compare_lm_tokenizer.json"
-    meta = {"train_file": str(train_path.resolve()), "train_bytes": train_path.stat().st_size,
-            "vocab_size": vocab_size}
+    meta = {**source, "vocab_size": vocab_size}
     if meta_path.is_file() and json.loads(meta_path.read_text()) == meta:
         logger.info(f"Reusing the tokenizer in {folder}.")
         return PreTrainedTokenizerFast.from_pretrained(str(folder))
@@ -461,15 +494,21 @@ def format_table(summary: dict, args: argparse.Namespace, data_info: dict) -> st
 
 
 def load_data(args: argparse.Namespace, output_dir: Path):
-    paths = split_paths(args.data_dir)
-    train_lines = read_lines(paths["train"])
-    tokenizer = get_tokenizer(train_lines, paths["train"], args.vocab_size, output_dir)
-    train = token_stream(train_lines, tokenizer, args.max_train_tokens)
-    data = {split: eval_blocks(token_stream(read_lines(paths[split]), tokenizer, args.max_eval_tokens),
-                               args.block_size, split)
+    extra = {}
+    if args.corpus == "gutenberg":
+        lines = gutenberg_splits(args.data_dir)
+        extra["books"] = lines.pop("books")
+        tokenizer_source = {"data_dir": str(Path(args.data_dir).resolve()), "train_books": extra["books"]["train"]}
+    else:
+        paths = split_paths(args.data_dir)
+        lines = {split: read_lines(path) for split, path in paths.items()}
+        tokenizer_source = {"train_file": str(paths["train"].resolve()), "train_bytes": paths["train"].stat().st_size}
+    tokenizer = get_tokenizer(lines["train"], tokenizer_source, args.vocab_size, output_dir)
+    train = token_stream(lines["train"], tokenizer, args.max_train_tokens)
+    data = {split: eval_blocks(token_stream(lines[split], tokenizer, args.max_eval_tokens), args.block_size, split)
             for split in ("validation", "test")}
     segments = train_segments(train, args.tokens_per_step)
-    info = {"data_dir": str(Path(args.data_dir).resolve()), "vocab_size": len(tokenizer),
+    info = {"corpus": args.corpus, **extra, "data_dir": str(Path(args.data_dir).resolve()), "vocab_size": len(tokenizer),
             "train_tokens": len(train), "train_segments": len(segments),
             "train_tokens_seen_per_model": args.steps * args.tokens_per_step,
             "validation_blocks": len(data["validation"]), "test_blocks": len(data["test"]),
@@ -481,10 +520,10 @@ def load_data(args: argparse.Namespace, output_dir: Path):
 def run_setting(args: argparse.Namespace) -> dict:
     """Everything besides the model and the seed that decides a run's numbers; a finished run in `runs.jsonl` is
     reused only when this matches."""
-    keys = ("vocab_size", "max_train_tokens", "max_eval_tokens", "hidden_size", "num_layers", "num_heads",
+    keys = ("corpus", "vocab_size", "max_train_tokens", "max_eval_tokens", "hidden_size", "num_layers", "num_heads",
             "head_size", "gpt2_inner_size", "window_size", "block_size", "dropout", "steps", "tokens_per_step",
             "learning_rate", "weight_decay", "warmup_ratio", "lr_scheduler", "max_grad_norm", "eval_batch_tokens")
-    return {key: getattr(args, key) for key in keys}
+    return {**{key: getattr(args, key) for key in keys}, "data_dir": str(Path(args.data_dir).resolve())}
 
 
 def read_runs(path: Path) -> list[dict]:
@@ -493,13 +532,16 @@ def read_runs(path: Path) -> list[dict]:
 
 def main(argv: Sequence[str] | None = None) -> dict:
     args = build_parser().parse_args(argv)
+    if args.data_dir is None:
+        args.data_dir = str(DEFAULT_DATA_DIRS[args.corpus])
     check_args(args)
     if not logging.getLogger().handlers:
         logging.basicConfig(format="%(asctime)s %(levelname)s %(message)s", level=logging.INFO)
     logger.setLevel(logging.INFO)
     torch.set_num_threads(args.threads)
     output_dir = Path(args.output_dir)
-    split_paths(args.data_dir)  # fail on a bad --data_dir before creating the output folder
+    if args.corpus == "wikitext2":
+        split_paths(args.data_dir)  # fail on a bad --data_dir before creating the output folder
     output_dir.mkdir(parents=True, exist_ok=True)
 
     tokenizer, segments, data, info = load_data(args, output_dir)

@@ -192,3 +192,36 @@ def test_gpt2_only_needs_its_own_context(data_dir, tmp_path):
     results = compare_lm.main([*flags, "--block_size", "16", "--models", "gpt2_w", "--steps", "1"])
     assert list(results["models"]) == ["gpt2_w"]
     assert len(results["models"]["gpt2_w"]["test"]["per_window_ppl"]) == 2
+
+
+def test_gutenberg_books_are_split_by_book(tmp_path):
+    """`--corpus gutenberg`: whole books go to one split each, paragraphs become lines, and every model trains."""
+    import gzip
+
+    rng = random.Random(1)
+    folder = tmp_path / "gutenberg"
+    folder.mkdir()
+    with gzip.open(folder / "books-00.jsonl.gz", "wt", encoding="utf-8") as f:
+        for number in range(10):
+            paragraphs = []
+            for _ in range(12):
+                words = [rng.choice(WORDS) for _ in range(rng.randint(20, 40))]
+                # hard-wrapped lines inside a paragraph, a blank line between paragraphs
+                paragraphs.append("\n".join(" ".join(words[i: i + 8]) for i in range(0, len(words), 8)))
+            f.write(json.dumps({"id": f"pg{number}", "title": f"Book {number}", "text": "\n\n".join(paragraphs)}) + "\n")
+    splits = compare_lm.gutenberg_splits(str(folder))
+    books = splits["books"]
+    assert len(books["validation"]) == len(books["test"]) == compare_lm.GUTENBERG_HELD_OUT_BOOKS
+    assert sorted(books["train"] + books["validation"] + books["test"]) == sorted(f"pg{i}" for i in range(10))
+    assert len(splits["test"]) == 12 * len(books["test"]) and all("\n" not in line for line in splits["test"])
+    assert splits["books"] == compare_lm.gutenberg_splits(str(folder))["books"]  # fixed, not drawn per run
+
+    out = tmp_path / "out"
+    results = compare_lm.main(["--corpus", "gutenberg", "--data_dir", str(folder), "--output_dir", str(out),
+                               *TINY_FLAGS, "--models", "ran", "gpt2_w"])
+    assert results["data"]["books"] == books and results["data"]["corpus"] == "gutenberg"
+    assert all(math.isfinite(m["test"]["ppl"]["mean"]) for m in results["models"].values())
+    meta = json.loads((out / "tokenizer" / "compare_lm_tokenizer.json").read_text())
+    assert meta["train_books"] == books["train"]
+    with pytest.raises(FileNotFoundError, match="books-"):
+        compare_lm.main(["--corpus", "gutenberg", "--data_dir", str(tmp_path), "--output_dir", str(out), *TINY_FLAGS])
