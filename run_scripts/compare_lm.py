@@ -547,10 +547,11 @@ def main(argv: Sequence[str] | None = None) -> dict:
     tokenizer, segments, data, info = load_data(args, output_dir)
     runs_path = output_dir / "runs.jsonl"
     setting = run_setting(args)
-    done = {(r["model"], r["seed"]): r for r in read_runs(runs_path) if r.get("setting") == setting}
     runs = []
     for seed in args.seeds:
         for name in args.models:
+            # read again before every run: another process may have finished it meanwhile
+            done = {(r["model"], r["seed"]): r for r in read_runs(runs_path) if r.get("setting") == setting}
             if (name, seed) not in done:
                 done[(name, seed)] = {**run_one(name, seed, segments, data, args, tokenizer), "setting": setting}
                 with open(runs_path, "a") as f:
