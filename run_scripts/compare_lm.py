@@ -1,23 +1,27 @@
 #!/usr/bin/env python
 # Copyright 2026 The ran_hf authors. Licensed under the Apache License, Version 2.0.
-"""Does RAN carry context across windows? A causal-LM perplexity comparison on WikiText-2, trained from scratch.
+"""Does RAN carry context across windows? A causal-LM perplexity comparison on long texts, trained from scratch.
+
+Corpora: WikiText-2 (`--corpus wikitext2`, Wikipedia articles) or 67 Project Gutenberg books (`--corpus gutenberg`,
+split by book: 3 validation and 3 test books), both from the shared data folder.
 
 Four small models are trained with the same WordPiece tokenizer (trained here on the train split, cached in the
 output directory), the same optimizer and schedule (AdamW, linear warmup then cosine or linear decay, gradient
 clipping), the same number of steps and the same tokens per step, taken from the same shuffled token stream in the
 same order for a given seed:
 
-* `ran`: `RANForCausalLM` (hidden 128, 2 layers, 4 heads x 32, window W=128), trained on blocks of 8W = 1024 tokens;
+* `ran`: `RANForCausalLM` (hidden 128, 2 layers, 4 heads x 32, window W=128), trained on blocks of --block_size
+  tokens (default 8W = 1024);
 * `ran_no_review`: the same with `use_memory_review=False`;
 * `gpt2_w`: a GPT-2 (`GPT2LMHeadModel`, n_embd 128, 2 layers, 4 heads, n_inner 512) with a context of W tokens;
 * `gpt2_4w`: the same GPT-2 with a context of 4W tokens.
 
-Evaluation: the validation and test splits are cut into consecutive blocks of 1024 tokens (the tail is dropped).
-Every model scores exactly the same target tokens: RAN reads a block in one forward pass; a GPT-2 with context C
-reads it as 1024 / C independent chunks. The first token of every W-token window is left out of the score (a
+Evaluation: the validation and test splits are cut into consecutive blocks of --block_size tokens (the tail is
+dropped). Every model scores exactly the same target tokens: RAN reads a block in one forward pass; a GPT-2 with
+context C reads it as block / C independent chunks. The first token of every W-token window is left out of the score (a
 context-free W-token chunk cannot predict it), so each window contributes its W - 1 later tokens. Reported per model:
-perplexity over all scored tokens and per window index 1..8 inside the block. RAN's window 1 has no earlier cell, so
-windows 2..8 can beat it only by carrying context across windows. RAN is also scored with a fresh state per window
+perplexity over all scored tokens and per window index inside the block. RAN's window 1 has no earlier cell, so
+later windows can beat it only by carrying context across windows. RAN is also scored with a fresh state per window
 (each W-token chunk read on its own): the gap to the full-block number is the measured value of cross-window context.
 The checkpoint scored is the one after the last step; the test split is scored once, at the end.
 
@@ -26,11 +30,15 @@ word-level WikiText-2 numbers. The output directory gets `runs.jsonl` (one line 
 same settings is reused when the command runs again, so models and seeds can be added, or run in parallel processes
 that share the directory), `results.json` and `table.md` (of the models and seeds asked for).
 
-Reproduce the reported run (1 torch thread, about 12 minutes on one CPU core):
+Reproduce the README tables (1 torch thread per process, about 11 minutes per model on one CPU core; models and
+seeds can run in parallel processes sharing an output directory):
 
-    nice -n 5 python run_scripts/compare_lm.py --output_dir outputs/compare_lm
+    python run_scripts/compare_lm.py --steps 600 --output_dir outputs/compare_lm
+    python run_scripts/compare_lm.py --corpus gutenberg --block_size 2048 --steps 600 \
+        --output_dir outputs/compare_lm_gutenberg
 
-A quick smoke run: `python run_scripts/compare_lm.py --steps 5 --max_train_tokens 100000 --max_eval_tokens 8192`.
+A quick smoke run: `python run_scripts/compare_lm.py --steps 5 --max_train_tokens 100000 --max_eval_tokens 8192
+--output_dir /tmp/lm_smoke`.
 """
 
 from __future__ import annotations
