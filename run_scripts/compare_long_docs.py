@@ -34,7 +34,8 @@ a stratified 10% of train), 20 Newsgroups bydate and IMDB (train/dev sampled fro
 sampled from the official test split; --train_size/--dev_size/--test_size). Test metrics are reported overall and
 separately for documents of at most and more than 512 tokens (WordPiece tokens with [CLS]/[SEP]).
 
-Reproduce the README table (about two hours on 2 CPU cores, the three datasets in parallel on one thread each):
+Reproduce the README table (the runs' train and test times add up to 5.8 hours, measured with two or three jobs
+sharing 2 CPU cores: about 3 hours of wall time with the three datasets in parallel on one thread each):
 
     python run_scripts/compare_long_docs.py --datasets hyperpartisan --output_dir outputs/compare &
     python run_scripts/compare_long_docs.py --datasets 20newsgroups --output_dir outputs/compare &
