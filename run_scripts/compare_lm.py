@@ -437,9 +437,9 @@ def run_one(name: str, seed: int, segments: torch.Tensor, data: dict, args: argp
 
 
 def summarize(runs: list[dict]) -> dict:
-    """Mean (and standard deviation over seeds) of each model's numbers."""
+    """Mean (and sample standard deviation over seeds) of each model's numbers."""
     def stats(values):
-        return {"mean": float(np.mean(values)), "std": float(np.std(values)) if len(values) > 1 else 0.0}
+        return {"mean": float(np.mean(values)), "std": float(np.std(values, ddof=1)) if len(values) > 1 else 0.0}
 
     def split_summary(results):
         return {"ppl": stats([r["ppl"] for r in results]),
