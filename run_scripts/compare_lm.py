@@ -61,10 +61,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from utils_ran import (  # noqa: E402
     SHARED_DATA_DIR,
+    append_result,
     command_line,
     group_into_blocks,
     perplexity,
     read_records,
+    read_result_log,
     train_wordpiece_tokenizer,
 )
 
@@ -534,10 +536,6 @@ def run_setting(args: argparse.Namespace) -> dict:
     return {**{key: getattr(args, key) for key in keys}, "data_dir": str(Path(args.data_dir).resolve())}
 
 
-def read_runs(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
-
-
 def main(argv: Sequence[str] | None = None) -> dict:
     args = build_parser().parse_args(argv)
     if args.data_dir is None:
@@ -559,11 +557,10 @@ def main(argv: Sequence[str] | None = None) -> dict:
     for seed in args.seeds:
         for name in args.models:
             # read again before every run: another process may have finished it meanwhile
-            done = {(r["model"], r["seed"]): r for r in read_runs(runs_path) if r.get("setting") == setting}
+            done = {(r["model"], r["seed"]): r for r in read_result_log(runs_path) if r.get("setting") == setting}
             if (name, seed) not in done:
                 done[(name, seed)] = {**run_one(name, seed, segments, data, args, tokenizer), "setting": setting}
-                with open(runs_path, "a") as f:
-                    f.write(json.dumps(done[(name, seed)]) + "\n")
+                append_result(runs_path, done[(name, seed)])
             runs.append(done[(name, seed)])
     summary = summarize(runs)
     table = format_table(summary, args, info)

@@ -272,8 +272,9 @@ class SentenceRANClassifier(nn.Module):
         return self.ran(inputs_embeds=self.projection(sentences), attention_mask=sentence_mask).logits
 
 
-def build_model(name: str, args, vocab_size: int, num_labels: int, pooling: str = "max") -> nn.Module:
-    """`pooling` is the RAN cell transform's pooling of token outputs (`pooler_pooling`, eq. 10)."""
+def build_model(name: str, args, vocab_size: int, num_labels: int, pooling: str | None = None) -> nn.Module:
+    """`pooling` is the RAN cell transform's pooling of token outputs (`pooler_pooling`, eq. 10; default the
+    authors' max)."""
     from transformers import BertConfig, BertForSequenceClassification
 
     width, heads = args.hidden_size, args.num_heads
@@ -281,7 +282,7 @@ def build_model(name: str, args, vocab_size: int, num_labels: int, pooling: str 
         return RANForSequenceClassification(RANConfig(
             vocab_size=vocab_size, hidden_size=width, num_hidden_layers=args.num_layers, num_attention_heads=heads,
             attention_head_size=width // heads, window_size=args.window_size, num_labels=num_labels,
-            use_memory_review=name == "ran", pooler_pooling=pooling))
+            use_memory_review=name == "ran", pooler_pooling=pooling or "max"))
     bert_config = BertConfig(vocab_size=vocab_size, hidden_size=width, num_hidden_layers=args.num_layers,
                              num_attention_heads=heads, intermediate_size=4 * width, max_position_embeddings=CHUNK,
                              num_labels=num_labels)
@@ -393,7 +394,7 @@ def train_one(name: str, seed: int, args, data: dict, vocab_size: int, cls_id: i
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     num_labels = len(data["labels"])
-    model = build_model(name, args, vocab_size, num_labels, **({"pooling": pooling} if pooling else {}))
+    model = build_model(name, args, vocab_size, num_labels, pooling)
     key = "sentences" if name in SENTENCE_MODELS else "ids"
     train_docs, train_labels = data["train"][key], data["train"]["label"]
     train_sizes = np.array([len(d) for d in train_docs])
@@ -476,19 +477,15 @@ def train_with_selection(name: str, seed: int, args, data: dict, vocab_size: int
     `candidates_path`, each finished candidate is appended there and reused when the command runs again."""
     settings = candidate_settings(name, args)
     cached = {}
-    if candidates_path is not None and candidates_path.is_file():
-        for line in candidates_path.read_text().splitlines():
-            if line.strip():
-                entry = json.loads(line)
-                cached.setdefault(entry["key"], entry["run"])
+    for entry in utils_ran.read_result_log(candidates_path) if candidates_path is not None else []:
+        cached.setdefault(entry["key"], entry["run"])
     runs = []
     for setting in settings:
         key = _setting_key(name, seed, setting)
         if key not in cached:
             cached[key] = train_one(name, seed, args, data, vocab_size, cls_id, sep_id, **setting)
             if candidates_path is not None and len(settings) > 1:
-                with open(candidates_path, "a") as f:
-                    f.write(json.dumps({"key": key, "run": cached[key]}) + "\n")
+                utils_ran.append_result(candidates_path, {"key": key, "run": cached[key]})
         runs.append(cached[key])
     best = dict(max(runs, key=lambda r: r["dev_macro_f1"]))
     if len(runs) > 1:
@@ -553,12 +550,9 @@ def _choices(runs: list[dict]) -> str:
 
 def read_runs(output_dir: Path, dataset: str) -> list[dict]:
     """The finished runs of `dataset`, the first of each (model, seed) when two processes wrote the same one."""
-    path = output_dir / dataset / "runs.jsonl"
     runs: dict[tuple, dict] = {}
-    for line in path.read_text().splitlines() if path.is_file() else []:
-        if line.strip():
-            run = json.loads(line)
-            runs.setdefault((run["model"], run["seed"]), run)
+    for run in utils_ran.read_result_log(output_dir / dataset / "runs.jsonl"):
+        runs.setdefault((run["model"], run["seed"]), run)
     return list(runs.values())
 
 
@@ -668,8 +662,7 @@ def main(argv: list[str] | None = None) -> str:
                     print(f"  {dataset} {name} seed {seed}: test acc {result['test']['accuracy']:.3f} macro-F1 "
                           f"{result['test']['macro_f1']:.3f} (long docs acc {result['test_long'].get('accuracy', 0):.3f}"
                           f"), {result['train_seconds']:.0f} s", flush=True)
-                    with open(output_dir / dataset / "runs.jsonl", "a") as f:
-                        f.write(json.dumps(result) + "\n")
+                    utils_ran.append_result(output_dir / dataset / "runs.jsonl", result)
     table = report(output_dir)
     print(table)
     return table

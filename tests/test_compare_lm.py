@@ -126,7 +126,7 @@ def test_finished_runs_are_reused_and_new_settings_retrain(tiny_run, data_dir, m
     assert trained == [("gpt2_w", 1)]
     compare_lm.main([*flags, "--models", "gpt2_w", "--steps", "2"])
     assert trained == [("gpt2_w", 1), ("gpt2_w", 0)]
-    runs = compare_lm.read_runs(output_dir / "runs.jsonl")
+    runs = compare_lm.read_result_log(output_dir / "runs.jsonl")
     assert sorted((r["model"], r["seed"], r["setting"]["steps"]) for r in runs if r["model"] == "gpt2_w") == [
         ("gpt2_w", 0, 2), ("gpt2_w", 0, 3), ("gpt2_w", 1, 3)]
 
