@@ -6,7 +6,7 @@ RAN under test (default base-like: vocab 30522, D 768, 2 layers, 12 heads x 64, 
 defaults of its own family otherwise:
 
   ran          ran_hf `RANModel` (fast path; on CPU the token-parallel stages run in chunks of ~2k tokens)
-  ran_loop     the same weights run by the plain window-by-window loop of `tests/oracle.py` (forward only): what the
+  ran_loop     the same weights run by the plain window-by-window loop of `ran_hf.reference` (forward only): what the
                fast path buys
   rannet       the authors' `rannet==0.3.1` (TF / Keras), run by `--rannet-python` through `bench_encoder.py`
   bert         `BertModel`, SDPA attention, absolute positions sized to the longest length
@@ -104,11 +104,10 @@ def build_model(name: str, size: dict, max_length: int):
 
 
 def window_loop_forward(model, ids):
-    """The plain window-by-window loop (`tests/oracle.py`), one document at a time."""
-    sys.path.insert(0, os.path.join(REPO_ROOT, "tests"))
-    import oracle
+    """The plain window-by-window loop (`ran_hf.reference`), one document at a time."""
+    from ran_hf import reference
 
-    return [oracle.encode(model, row)["last_hidden_state"] for row in ids]
+    return [reference.encode(model, row)["last_hidden_state"] for row in ids]
 
 
 # ----------------------------------------------------------------------------------------------------------------------

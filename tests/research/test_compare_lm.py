@@ -11,7 +11,7 @@ import pytest
 import torch
 
 
-SCRIPTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "run_scripts")
+SCRIPTS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "run_scripts")
 sys.path.insert(0, SCRIPTS)
 
 import compare_lm  # noqa: E402

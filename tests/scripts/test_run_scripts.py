@@ -23,7 +23,7 @@ from transformers import (
 )
 
 
-SCRIPTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "run_scripts")
+SCRIPTS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "run_scripts")
 sys.path.insert(0, SCRIPTS)
 
 import run_classification  # noqa: E402

@@ -6,7 +6,7 @@ import torch
 
 from ran_hf import RANConfig, RANModel
 from conftest import randomize, tiny_config
-import oracle
+from ran_hf import reference as oracle
 
 
 TOLERANCE = 1e-5

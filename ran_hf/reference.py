@@ -1,4 +1,4 @@
-"""A plain window-by-window RAN, written straight from the authors' computation, as the tests' oracle.
+"""A plain window-by-window RAN, written straight from the authors' computation: the oracle of the tests and benchmarks.
 
 One document at a time, one window at a time, no batching, no grid, no SDPA: the fast path of `ran_hf` must agree
 with this on every config. It reads the weights of a `RANModel` but none of its code paths.
