@@ -19,7 +19,6 @@ Fast path: all token projections and all windows' attention run batched over the
 (a few D x D mat-vecs per window) is sequential.
 """
 
-import contextlib
 import math
 from dataclasses import dataclass
 
@@ -39,7 +38,7 @@ from transformers.modeling_outputs import (
     SequenceClassifierOutput,
     TokenClassifierOutput,
 )
-from transformers.modeling_utils import PreTrainedModel
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, PreTrainedModel
 from transformers.utils import ModelOutput, logging
 
 from .configuration_ran import RANConfig
@@ -59,7 +58,7 @@ def _upcast(x: torch.Tensor) -> torch.Tensor:
 
 
 def standard_normalize(x: torch.Tensor, eps: float) -> torch.Tensor:
-    """The authors' `standard_normalize`: `(x - mean(x)) / sqrt(mean(x**2) + eps)` over the last axis.
+    """The authors' `standard_normalize` (SN, eq. 6): `(x - mean(x)) / sqrt(mean(x**2) + eps)` over the last axis.
 
     The denominator is the uncentred second moment, not the variance (so this is not `nn.LayerNorm`). Computed in
     float32 (or the input's wider dtype) and returned in the input dtype.
@@ -80,12 +79,8 @@ class RANNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x32 = _upcast(x)
-        mean = x32.mean(-1, keepdim=True)
-        second_moment = x32.square().mean(-1, keepdim=True)
-        normalized = (x32 - mean) * torch.rsqrt(second_moment + self.eps)
-        out = torch.addcmul(self.bias.to(x32.dtype), normalized, self.weight.to(x32.dtype))
-        return out.to(x.dtype)
+        normalized = standard_normalize(_upcast(x), self.eps)
+        return torch.addcmul(self.bias.to(normalized.dtype), normalized, self.weight.to(normalized.dtype)).to(x.dtype)
 
 
 class RANGLU(nn.Module):
@@ -101,7 +96,7 @@ class RANGLU(nn.Module):
 
 
 class RANRotaryEmbedding(nn.Module):
-    """Rotary positions inside a window (RoFormer). The cell sits at position 0, a window's tokens at 1..T.
+    """Rotary positions inside a window (RoFormer). The cell sits at position 0, a window's tokens at 1..W.
 
     The authors rotate interleaved pairs `(x[2j], x[2j+1])`. This module rotates the half-split pairs
     `(x[j], x[j + d/2])` instead; the converter permutes the columns of the q and k projections inside every head
@@ -114,10 +109,9 @@ class RANRotaryEmbedding(nn.Module):
         inv_freq = 1.0 / (config.rope_theta ** (torch.arange(0, head_size, 2, dtype=torch.float32) / head_size))
         self.register_buffer("inv_freq", inv_freq, persistent=False)
 
-    def forward(self, num_positions: int, device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos and sin of shape (num_positions, d) for positions 1..num_positions (the window's tokens)."""
-        positions = torch.arange(1, num_positions + 1, device=device, dtype=torch.float32)
-        angles = torch.outer(positions, self.inv_freq.to(device))
+    def forward(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and sin of shape (*positions.shape, d) for the integer positions `positions` (any shape)."""
+        angles = positions.to(torch.float32)[..., None] * self.inv_freq.to(positions.device)
         angles = torch.cat([angles, angles], dim=-1)
         return angles.cos().to(dtype), angles.sin().to(dtype)
 
@@ -129,60 +123,34 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 
 def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate the half-split pairs of `x` (..., T, heads, d) by the angles of positions 1..T (cos/sin: (T, d))."""
-    return x * cos[:, None, :] + rotate_half(x) * sin[:, None, :]
+    """Rotate the half-split pairs of `x` (..., H, d) by the angles cos/sin (..., d), the same for every head."""
+    return x * cos.unsqueeze(-2) + rotate_half(x) * sin.unsqueeze(-2)
 
 
 def eager_attention_forward(
+    module: nn.Module,
     query: torch.Tensor,
     key: torch.Tensor,
     value: torch.Tensor,
     attention_mask: torch.Tensor | None,
+    scaling: float,
     dropout: float = 0.0,
-    training: bool = False,
+    **kwargs,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Plain softmax attention. query (N, H, Q, d), key/value (N, H, K, d), attention_mask bool (N, 1|H, Q|1, K),
-    True = attend. Returns the output (N, H, Q, d) and the probabilities (N, H, Q, K)."""
-    scores = torch.matmul(query, key.transpose(-1, -2)) / math.sqrt(query.shape[-1])
+    """Plain softmax attention with Transformers' attention-function contract: query (N, H, Q, d), key/value
+    (N, H, K, d), attention_mask bool (N, 1, Q|1, K), True = attend. Returns the output (N, Q, H, d) and the
+    probabilities (N, H, Q, K)."""
+    scores = torch.matmul(query, key.transpose(-1, -2)) * scaling
     if attention_mask is not None:
         scores = scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
     probs = F.softmax(_upcast(scores), dim=-1).to(query.dtype)
-    probs = F.dropout(probs, p=dropout, training=training)
-    return torch.matmul(probs, value), probs
+    probs = F.dropout(probs, p=dropout, training=module.training)
+    return torch.matmul(probs, value).transpose(1, 2), probs
 
 
-def sdpa_attention_forward(
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attention_mask: torch.Tensor | None,
-    dropout: float = 0.0,
-    training: bool = False,
-) -> tuple[torch.Tensor, None]:
-    """Same contract as `eager_attention_forward`, through `torch.nn.functional.scaled_dot_product_attention`."""
-    output = F.scaled_dot_product_attention(
-        query, key, value, attn_mask=attention_mask, dropout_p=dropout if training else 0.0
-    )
-    return output, None
-
-
-ATTENTION_FUNCTIONS = {"eager": eager_attention_forward, "sdpa": sdpa_attention_forward}
-
-
-@contextlib.contextmanager
-def sequential_threads(device: torch.device):
-    """Run the cell chain on one CPU thread. Each chain step is a string of tiny ops (mat-vecs, a 1-query
-    attention); OpenMP fork/join around each costs more than the op itself, and far more when the cores are shared
-    with other processes (measured: 8k-token forward 5.1 s -> 2.5 s on a busy 2-core machine)."""
-    threads = torch.get_num_threads()
-    if device.type != "cpu" or threads == 1:
-        yield
-        return
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
+# Implementations of `config._attn_implementation` the window attention honours. Flash-attention kernels take no
+# per-key mask, and every RAN window needs one (the cell key in front, padding, causal windows).
+SUPPORTED_ATTENTION = ("eager", "sdpa", "flex_attention")
 
 
 # Token-parallel work on CPU runs in chunks of about this many tokens: intermediates then stay below glibc's mmap
@@ -208,15 +176,20 @@ def _window_chunks(num_windows: int, capacity: int, device: torch.device) -> lis
 class RANWindowLayout:
     """How a batch is cut into windows. Every row is split by its own real length, the same way for every layer.
 
-    The windows of all rows live on one grid of `num_windows` windows x `window_capacity` slots. Window `i` of a row
-    of real length `n_tokens` covers its real tokens `[i*W, (i+1)*W)`; its last window takes the remainder, merged
-    into the window before when shorter than `min_window_size` (so a slot index can reach `W + min_window_size - 2`).
+    The windows of all rows live on one grid of `num_windows` windows x `window_capacity` slots. Bidirectional: window
+    `i` of a row covers its real tokens `[i*W, (i+1)*W)`; the last window takes the remainder, merged into the window
+    before when shorter than `min_window_size` (so a slot index can reach `W + min_window_size - 2`). Causal
+    (`causal=True`, no merge): a row may continue an open window that already holds `offset` tokens (kept as keys
+    in the cache); its first window then takes `W - offset` new tokens, in slots `0..`, at window positions
+    `offset + slot`.
 
     Attributes:
         token_mask: (B, num_windows, window_capacity) bool, True on slots that hold a real token.
         window_mask: (B, num_windows) bool, True on windows that hold at least one real token.
+        window_full: (B, num_windows) bool, True on windows that end inside the input (all W positions seen).
         lengths: (B,) number of real tokens per row.
         windows_per_row: (B,) number of real windows per row.
+        offset: (B,) tokens of the first window seen before this input (causal continuation), or None.
         gather_index: (B * num_windows * window_capacity,) flat index into the (B * L) input positions for each slot,
             or None when the grid is a plain reshape of the padded input.
         scatter_index: (B * L,) flat index into the grid for each input position (pads point at slot 0 and are
@@ -226,51 +199,70 @@ class RANWindowLayout:
 
     token_mask: torch.Tensor
     window_mask: torch.Tensor
+    window_full: torch.Tensor
     lengths: torch.Tensor
     windows_per_row: torch.Tensor
+    offset: torch.Tensor | None
     sequence_mask: torch.Tensor
     gather_index: torch.Tensor | None
     scatter_index: torch.Tensor | None
     num_windows: int
     window_capacity: int
+    window_size: int
+    causal: bool
     all_real: bool
 
     @classmethod
-    def from_mask(cls, sequence_mask: torch.Tensor, window_size: int, min_window_size: int) -> "RANWindowLayout":
+    def from_mask(
+        cls, sequence_mask: torch.Tensor, window_size: int, min_window_size: int = 0, causal: bool = False,
+        offset: torch.Tensor | None = None,
+    ) -> "RANWindowLayout":
+        """Layout of the real tokens `sequence_mask` (B, L); `offset` (B,) continues open windows (causal only)."""
         batch_size, seq_len = sequence_mask.shape
         device = sequence_mask.device
+        if causal:
+            min_window_size = 0
+        if offset is not None and not bool((offset > 0).any()):
+            offset = None
         lengths = sequence_mask.sum(-1)
-        windows_per_row = _windows_per_row(lengths, window_size, min_window_size)
-        last_window_size = lengths - (windows_per_row - 1).clamp(min=0) * window_size
+        start = offset if offset is not None else torch.zeros_like(lengths)
+        stream_length = start + lengths  # the row's positions counted from the start of its first window
+        windows_per_row = _windows_per_row(stream_length, window_size, min_window_size)
+        windows_per_row = torch.where(lengths > 0, windows_per_row, 0)
         num_windows = max(int(windows_per_row.max()), 1)
-        window_capacity = max(int(last_window_size.max()), min(window_size, seq_len), 1)
-        if bool(windows_per_row.max() > 1):
-            window_capacity = max(window_capacity, window_size)
 
         window_index = torch.arange(num_windows, device=device)
+        # each window's first and last stream position (the last window of a row runs to the row's end)
+        window_begin = torch.maximum(window_index[None, :] * window_size, start[:, None])
+        is_last = window_index[None, :] == windows_per_row[:, None] - 1
+        window_end = torch.where(is_last, stream_length[:, None], (window_index[None, :] + 1) * window_size)
+        window_sizes = torch.where(window_index[None, :] < windows_per_row[:, None], window_end - window_begin, 0)
+        window_full = (window_sizes > 0) & (window_end - window_index[None, :] * window_size >= window_size)
+        window_capacity = max(int(window_sizes.max()), 1)
+        if not causal:
+            window_capacity = max(window_capacity, min(window_size, seq_len))
+            if num_windows > 1:
+                window_capacity = max(window_capacity, window_size)
         slot_index = torch.arange(window_capacity, device=device)
-        # sizes of every window of every row: W for the windows before the last, the remainder for the last one
-        window_sizes = torch.where(
-            window_index[None, :] < (windows_per_row[:, None] - 1),
-            torch.full_like(window_index[None, :], window_size),
-            torch.where(window_index[None, :] == windows_per_row[:, None] - 1, last_window_size[:, None], 0),
-        )
         token_mask = slot_index[None, None, :] < window_sizes[:, :, None]
         window_mask = window_sizes > 0
+        first_token = window_begin - start[:, None]  # index of each window's first token among the row's real tokens
 
         all_real = bool(sequence_mask.all())
         right_padded = bool((sequence_mask == (torch.arange(seq_len, device=device)[None, :] < lengths[:, None])).all())
-        plain_reshape = right_padded and window_capacity == min(window_size, seq_len) and (
-            all_real or seq_len <= num_windows * window_capacity
-        ) and bool((windows_per_row == torch.div(lengths + window_size - 1, window_size, rounding_mode="floor")).all())
+        natural = torch.where(window_mask, first_token == window_index[None, :] * window_capacity, True)
+        plain_reshape = right_padded and seq_len <= num_windows * window_capacity and bool(natural.all())
+        layout = dict(token_mask=token_mask, window_mask=window_mask, window_full=window_full, lengths=lengths,
+                      windows_per_row=windows_per_row, offset=offset, sequence_mask=sequence_mask,
+                      num_windows=num_windows, window_capacity=window_capacity, window_size=window_size, causal=causal,
+                      all_real=all_real)
         if plain_reshape:
-            return cls(token_mask, window_mask, lengths, windows_per_row, sequence_mask, None, None, num_windows,
-                       window_capacity, all_real)
+            return cls(gather_index=None, scatter_index=None, **layout)
 
         # position of each real token once the row's real tokens are packed to the left, in order
         packed_source = torch.argsort((~sequence_mask).to(torch.int8), dim=-1, stable=True)
-        token_position = window_index[:, None] * window_size + slot_index[None, :]  # (n, C)
-        source = torch.gather(packed_source, 1, token_position.clamp(max=seq_len - 1).reshape(1, -1).expand(batch_size, -1))
+        token_position = (first_token[:, :, None] + slot_index[None, None, :]).reshape(batch_size, -1)
+        source = torch.gather(packed_source, 1, token_position.clamp(0, seq_len - 1))
         source = torch.where(token_mask.reshape(batch_size, -1), source, 0)
         row_offset = torch.arange(batch_size, device=device)[:, None] * seq_len
         gather_index = (source + row_offset).reshape(-1)
@@ -280,8 +272,7 @@ class RANWindowLayout:
         valid = token_mask.reshape(batch_size, -1)
         grid_offset = torch.arange(batch_size, device=device)[:, None] * (num_windows * window_capacity)
         scatter[valid.nonzero(as_tuple=True)[0], source[valid]] = (grid_slot + grid_offset)[valid]
-        return cls(token_mask, window_mask, lengths, windows_per_row, sequence_mask, gather_index,
-                   scatter.reshape(-1), num_windows, window_capacity, all_real)
+        return cls(gather_index=gather_index, scatter_index=scatter.reshape(-1), **layout)
 
     def to_grid(self, x: torch.Tensor) -> torch.Tensor:
         """(B, L, ...) sequence -> (B, num_windows, window_capacity, ...) grid; empty slots are zero."""
@@ -309,6 +300,45 @@ class RANWindowLayout:
         if not self.all_real:
             x = x * self.sequence_mask.reshape(batch_size, seq_len, *([1] * len(feature_shape))).to(x.dtype)
         return x
+
+    @property
+    def num_past(self) -> int:
+        """Key slots in front of each window for the open window's earlier tokens (0 unless continuing)."""
+        return int(self.offset.max()) if self.offset is not None else 0
+
+    def rotary_positions(self) -> torch.Tensor:
+        """Rotary position of every slot: (C,) `1..C` shared by all windows, or (B, n, C) when continuing."""
+        positions = torch.arange(1, self.window_capacity + 1, device=self.token_mask.device)
+        if self.offset is None:
+            return positions
+        first = (torch.arange(self.num_windows, device=positions.device) == 0)[None, :, None]
+        return positions[None, None, :] + torch.where(first, self.offset[:, None, None], 0)
+
+    def key_mask(self) -> torch.Tensor | None:
+        """(B, n, P + C) bool: the keys of each window, past slots (first window only) then slots; None if all real."""
+        if self.offset is None:
+            return None if bool(self.token_mask.all()) else self.token_mask
+        past = torch.arange(self.num_past, device=self.token_mask.device)[None, :] < self.offset[:, None]
+        first = (torch.arange(self.num_windows, device=past.device) == 0)[None, :, None]
+        return torch.cat([past[:, None, :] & first, self.token_mask], dim=-1)
+
+    def attention_mask(self, key_mask: torch.Tensor | None, chunk: slice) -> torch.Tensor | None:
+        """Mask of the token attention of the windows in `chunk`: (B*m, C|1, 1 + P + C) bool over `[cell; past;
+        slots]`, or None. Bidirectional: every real key; causal: also only slots at or before the query's."""
+        batch_size, capacity = self.token_mask.shape[0], self.window_capacity
+        num_windows = chunk.stop - chunk.start
+        device = self.token_mask.device
+        if key_mask is None and not self.causal:
+            return None
+        num_keys = self.num_past + capacity
+        keys = key_mask[:, chunk] if key_mask is not None else torch.ones(
+            batch_size, num_windows, num_keys, dtype=torch.bool, device=device)
+        keys = torch.cat([keys.new_ones(batch_size, num_windows, 1), keys], dim=-1)[:, :, None, :]
+        if self.causal:
+            slots = torch.arange(capacity, device=device)
+            order = torch.cat([slots.new_full((1 + self.num_past,), -1), slots])  # cell and past come first
+            keys = keys & (order[None, :] <= slots[:, None])
+        return keys.flatten(0, 1)
 
 
 def _windows_per_row(lengths: torch.Tensor, window_size: int, min_window_size: int) -> torch.Tensor:
@@ -343,39 +373,73 @@ class RANEmbeddings(nn.Module):
 class RANWindowAttention(nn.Module):
     """`PosMHA` of a window with the cell as its first row (paper eqs. 3-5; the authors' `encode-attn`).
 
-    q, k, v and the output projection all carry an activation (swish). The output is `norm(o + GLU(z))`, a GLU
-    residual of the attention input `z`.
+    q, k, v and the output projection all carry an activation (swish). `project` gives q/k/v of rows, `forward`
+    attends through Transformers' attention functions (`config._attn_implementation`), and `output` is
+    `SN(norm(act(o) + GLU(z)))`, the GLU residual of the attention input `z` and the standard normalisation (eq. 6).
     """
+
+    is_causal = False  # masks are always explicit
 
     def __init__(self, config: RANConfig):
         super().__init__()
         self.config = config
         self.num_heads = config.num_attention_heads
         self.head_size = config.attention_head_size
-        self.all_head_size = config.all_head_size
-        self.qkv = nn.Linear(config.hidden_size, 3 * self.all_head_size)
-        self.o = nn.Linear(self.all_head_size, config.hidden_size)
+        self.scaling = self.head_size**-0.5
+        self.qkv = nn.Linear(config.hidden_size, 3 * config.all_head_size)
+        self.o = nn.Linear(config.all_head_size, config.hidden_size)
         self.glu = RANGLU(config.hidden_size)
         self.norm = RANNorm(config.hidden_size, config.layer_norm_eps)
         self.act = ACT2FN[config.hidden_act]
         self.attention_dropout = config.attention_probs_dropout_prob
         self.hidden_dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.eps = config.layer_norm_eps
 
     def project(self, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(..., D) -> q, k, v, each (..., H, d), activation applied, not rotated."""
         qkv = self.act(self.qkv(z)).unflatten(-1, (3, self.num_heads, self.head_size))
         return qkv.unbind(-3)
 
-    def finish(self, attended: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
-        """Output projection, GLU residual of the input and norm: (..., H*d), (..., D) -> (..., D)."""
+    def forward(
+        self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None,
+        output_attentions: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """query (N, Q, H, d), key/value (N, K, H, d), mask bool (N, Q|1, K) with True = attend, or None.
+        Returns (N, Q, H*d) and, with `output_attentions` (eager), the probabilities (N, H, Q, K)."""
+        implementation = "eager" if output_attentions else self.config._attn_implementation or "sdpa"
+        if implementation not in SUPPORTED_ATTENTION:
+            raise ValueError(
+                f"RAN's window attention cannot run `attn_implementation={implementation!r}`: every window needs a "
+                f"per-key mask (the cell key, padding, causal windows). Use one of {SUPPORTED_ATTENTION} ('sdpa' "
+                "picks PyTorch's fused kernels by itself)."
+            )
+        query, key, value = (t.transpose(1, 2) for t in (query, key, value))
+        if mask is not None:
+            mask = mask[:, None]
+        if implementation == "eager":
+            attention_function = eager_attention_forward
+        else:
+            attention_function = ALL_ATTENTION_FUNCTIONS[implementation]
+            if implementation == "flex_attention" and mask is not None:  # flex reads an additive (N, 1, Q, K) mask
+                mask = torch.zeros(mask.shape, dtype=query.dtype, device=query.device).masked_fill(
+                    ~mask, torch.finfo(query.dtype).min).expand(query.shape[0], 1, query.shape[2], key.shape[2])
+        attended, probs = attention_function(
+            self, query, key, value, mask, scaling=self.scaling, is_causal=False,
+            dropout=self.attention_dropout if self.training else 0.0,
+        )
+        return attended.flatten(-2), probs
+
+    def output(self, attended: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        """Output projection, GLU residual of the input, norm and SN (eq. 6): (..., H*d), (..., D) -> (..., D)."""
         out = self.hidden_dropout(self.act(self.o(attended)))
-        return self.norm(out + self.glu(z))
+        return standard_normalize(self.norm(out + self.glu(z)), self.eps)
 
 
 class RANMemoryReview(nn.Module):
-    """Memory review (paper section 3.3, the authors' `output-attn`): every token attends to the window cells.
+    """Memory review (paper eqs. 8-9, the authors' `output-attn`): every token attends to the window cells.
 
     One head of width D, scale 1/sqrt(D), activations on q, k, v and o, and a GLU residual of the *projected* query.
+    `memory(cells)` projects cells to keys and values once (the cache keeps them); `forward` reviews tokens.
     """
 
     def __init__(self, config: RANConfig):
@@ -390,34 +454,29 @@ class RANMemoryReview(nn.Module):
         self.attention_dropout = nn.Dropout(config.attention_probs_dropout_prob)
         self.hidden_dropout = nn.Dropout(config.hidden_dropout_prob)
 
+    def memory(self, cells: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """cells (B, K, D) -> review keys and values, each (B, K, D)."""
+        return self.act(self.kv(cells)).chunk(2, dim=-1)
+
     def forward(
-        self, tokens: torch.Tensor, cells: torch.Tensor, cell_mask: torch.Tensor, output_attentions: bool = False
+        self, tokens: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, cell_mask: torch.Tensor,
+        output_attentions: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """
         Args:
             tokens: (B, N, D) token outputs of the window attention (N tokens, any layout).
-            cells: (B, K, D) the cells to review.
-            cell_mask: (B, K) or (B, N, K) bool, True where a token may read a cell.
+            keys, values: (B, K, D) the cells to review, from `memory`.
+            cell_mask: (B, 1|N, K) bool, True where a token may read a cell.
         Returns:
             (B, N, D) reviewed tokens, and the (B, N, K) probabilities when `output_attentions`.
         """
         query = self.act(self.q(tokens))
-        key, value = self.act(self.kv(cells)).chunk(2, dim=-1)
-        return self.attend(query, key, value, cell_mask, output_attentions)
-
-    def attend(
-        self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, cell_mask: torch.Tensor,
-        output_attentions: bool = False,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """The review from projected query (B, N, D) and cell keys/values (B, K, D) (activations applied)."""
-        scores = torch.matmul(query, key.transpose(-1, -2)) / math.sqrt(query.shape[-1])
-        if cell_mask.dim() == 2:
-            cell_mask = cell_mask[:, None, :]
+        scores = torch.matmul(query, keys.transpose(-1, -2)) / math.sqrt(query.shape[-1])
         scores = scores.masked_fill(~cell_mask, torch.finfo(scores.dtype).min)
         # a row with no cell to read (an all-pad row) gets a zero review instead of a uniform average
         probs = F.softmax(_upcast(scores), dim=-1).to(query.dtype) * cell_mask.to(query.dtype)
         probs = self.attention_dropout(probs)
-        out = self.hidden_dropout(self.act(self.o(torch.matmul(probs, value))))
+        out = self.hidden_dropout(self.act(self.o(torch.matmul(probs, values))))
         return self.norm(out + self.glu(query)), (probs if output_attentions else None)
 
 
@@ -426,19 +485,16 @@ class RANLayerState:
     """Recurrent state of one causal RAN layer between calls (DESIGN section 5); all tensors are per row.
 
     Attributes:
-        cell: (B, D) incoming cell `s` of the current (unfinished) window.
-        cell_key, cell_value: (B, H, d) the cell row's key and value, which every token of the window reads.
+        cell: (B, D) incoming cell `s` of the open (unfinished) window.
         previous_cell: (B, D) pre-residual cell `c` of the last finished window (used by the residual, eq. 7).
         has_previous: (B,) bool, whether a window has finished (no residual after the first window).
-        window_keys, window_values: (B, W, H, d) rotated keys and values of the current window's tokens.
-        window_length: (B,) tokens in the current window (< W).
+        window_keys, window_values: (B, W, H, d) rotated keys and values of the open window's tokens.
+        window_length: (B,) tokens in the open window (< W).
         review_keys, review_values: (B, K, D) memory-review keys and values of `[s_0, c_1, .., c_m]`.
         review_length: (B,) valid entries of the review history (1 + finished windows).
     """
 
     cell: torch.Tensor
-    cell_key: torch.Tensor
-    cell_value: torch.Tensor
     previous_cell: torch.Tensor
     has_previous: torch.Tensor
     window_keys: torch.Tensor
@@ -448,22 +504,81 @@ class RANLayerState:
     review_values: torch.Tensor
     review_length: torch.Tensor
 
+    @classmethod
+    def start(cls, cell: torch.Tensor, review_key_value: tuple[torch.Tensor, torch.Tensor], window_size: int,
+              num_heads: int, head_size: int) -> "RANLayerState":
+        """The state before any token: cell `s_0` (B, D), an empty window, review history `[s_0]`."""
+        batch_size = cell.shape[0]
+        window = cell.new_zeros(batch_size, window_size, num_heads, head_size)
+        count = torch.zeros(batch_size, dtype=torch.long, device=cell.device)
+        return cls(cell=cell, previous_cell=torch.zeros_like(cell), has_previous=count.bool(), window_keys=window,
+                   window_values=window.clone(), window_length=count, review_keys=review_key_value[0],
+                   review_values=review_key_value[1], review_length=count + 1)
+
+    def review_mask(self, layout: RANWindowLayout, chunk: slice) -> torch.Tensor:
+        """(B, m*C, K + n) bool: a token of window i reads the history and the cells of this call's windows < i."""
+        device = self.review_length.device
+        history = torch.arange(self.review_keys.shape[1], device=device)[None, :] < self.review_length[:, None]
+        window_of_slot = torch.arange(chunk.start, chunk.stop, device=device).repeat_interleave(layout.window_capacity)
+        earlier = torch.arange(layout.num_windows, device=device)[None, :] < window_of_slot[:, None]
+        batch_size = history.shape[0]
+        return torch.cat([history[:, None, :].expand(-1, len(window_of_slot), -1),
+                          earlier[None].expand(batch_size, -1, -1)], dim=-1)
+
+    def advance(self, layout: RANWindowLayout, cells: torch.Tensor, passed_cells: torch.Tensor,
+                keys: torch.Tensor, values: torch.Tensor, review_keys: torch.Tensor,
+                review_values: torch.Tensor) -> "RANLayerState":
+        """The state after this call: commit the windows it finished, keep the open window's keys.
+
+        Args:
+            cells, passed_cells: (B, n, D) `c_i` and `s_i` of this call's windows.
+            keys, values: (B, n, P + C, H, d) each window's keys and values (past slots first).
+            review_keys, review_values: (B, n, D) review keys and values of `cells`.
+        """
+        batch_size, num_windows = cells.shape[:2]
+        device = cells.device
+        rows = torch.arange(batch_size, device=device)
+        finished = layout.window_full.sum(-1)  # (B,) full windows: always a prefix of the row's windows
+        last = (finished - 1).clamp(min=0)
+        done = (finished > 0)[:, None]
+        cell = torch.where(done, passed_cells[rows, last], self.cell)
+        previous_cell = torch.where(done, cells[rows, last], self.previous_cell)
+
+        # the open window: the first unfinished one; its keys are the past slots (when it is window 0) and its slots
+        window_size, num_past = self.window_keys.shape[1], layout.num_past
+        open_window = finished.clamp(max=num_windows - 1)
+        fill = layout.token_mask[rows, open_window].sum(-1)
+        offset = layout.offset if layout.offset is not None else torch.zeros_like(fill)
+        offset = torch.where(open_window == 0, offset, 0)
+        window_length = torch.where(finished < num_windows, offset + fill, 0)
+        position = torch.arange(window_size, device=device)[None, :]
+        source = torch.where(position < offset[:, None], position, num_past + position - offset[:, None])
+        source = source.clamp(max=keys.shape[2] - 1)[..., None, None].expand(-1, -1, *keys.shape[-2:])
+        window_keys = torch.gather(keys[rows, open_window], 1, source)
+        window_values = torch.gather(values[rows, open_window], 1, source)
+
+        # review history: row b keeps its entries [0, review_length) and appends its `finished` new cells
+        history_size = self.review_keys.shape[1]
+        review_length = self.review_length + finished
+        position = torch.arange(int(review_length.max()), device=device)[None, :]
+        source = torch.where(position < self.review_length[:, None], position,
+                             history_size + position - self.review_length[:, None])
+        source = source.clamp(max=history_size + num_windows - 1)[..., None].expand(-1, -1, review_keys.shape[-1])
+        all_keys = torch.cat([self.review_keys.to(review_keys.dtype), review_keys], 1)
+        all_values = torch.cat([self.review_values.to(review_values.dtype), review_values], 1)
+        return RANLayerState(
+            cell=cell, previous_cell=previous_cell, has_previous=self.has_previous | done[:, 0],
+            window_keys=window_keys, window_values=window_values, window_length=window_length,
+            review_keys=torch.gather(all_keys, 1, source), review_values=torch.gather(all_values, 1, source),
+            review_length=review_length,
+        )
+
     def map_batch(self, fn) -> "RANLayerState":
         """A new state with `fn` applied to every tensor along the batch axis (beam reorder, repeat, select)."""
         return RANLayerState(**{name: fn(getattr(self, name)) for name in self.__dataclass_fields__})
 
     def num_bytes(self) -> int:
         return sum(getattr(self, name).numel() * getattr(self, name).element_size() for name in self.__dataclass_fields__)
-
-
-@dataclass
-class RANLayerOutput(ModelOutput):
-    hidden_states: torch.Tensor
-    last_cell: torch.Tensor | None = None
-    cells: torch.Tensor | None = None
-    window_attentions: torch.Tensor | None = None
-    memory_review_attentions: torch.Tensor | None = None
-    state: RANLayerState | None = None
 
 
 class RANLayer(GradientCheckpointingLayer):
@@ -475,10 +590,14 @@ class RANLayer(GradientCheckpointingLayer):
         s_i          = c_1 if i == 1 else norm(c_i + GLU(c_{i-1}))        eq. 7, residual of the pre-residual cell
         out          = MemoryReview(Y, [c_1 .. c_n])                      eqs. 8-9
 
-    Fast path: the row norm and q/k/v of every token of every window are computed at once; the sequential cell
-    chain needs only the cell row's q/k/v and its attention over the window's precomputed keys; then all windows'
-    token attention runs as one batched attention call with the cell key/value prepended. On CPU the token-parallel
-    stages run over chunks of about `CPU_TOKEN_CHUNK` tokens (whole windows), which keeps them in cache.
+    One schedule serves the bidirectional, causal and incremental modes:
+    1. the row norm and q/k/v of every token of every window at once (rotary at the slots' window positions);
+    2. the cell chain, sequential over windows (`chain_step`): the cell row's q/k/v and its attention over the
+       window's precomputed keys, then eq. 7;
+    3. all windows' token attention as one batched attention call with the cell key/value prepended, then
+       memory review. On CPU, 1 and 3 run over chunks of about `CPU_TOKEN_CHUNK` tokens (whole windows).
+    The modes differ in the layout's key mask (causal inside a window), the review mask (causal: the history and
+    earlier windows only), the window merge (bidirectional only) and the state commit (causal only).
     """
 
     def __init__(self, config: RANConfig, layer_idx: int):
@@ -498,7 +617,6 @@ class RANLayer(GradientCheckpointingLayer):
             self.output_norm = RANNorm(hidden_size, config.layer_norm_eps)
         self.act = ACT2FN[config.hidden_act]
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
-        self.eps = config.layer_norm_eps
         self.rotary = RANRotaryEmbedding(config) if config.use_rotary else None
 
     def initial_cell(self, cell: torch.Tensor | None, batch_size: int, like: torch.Tensor) -> torch.Tensor:
@@ -512,403 +630,173 @@ class RANLayer(GradientCheckpointingLayer):
         is_zero = (cell == 0).all(-1, keepdim=True)
         return torch.where(is_zero, initialized, cell.to(initialized.dtype))
 
-    def forward(
-        self,
-        hidden_states: torch.Tensor,
-        cell: torch.Tensor | None,
-        layout: RANWindowLayout,
-        state: RANLayerState | None = None,
-        output_attentions: bool = False,
-    ) -> RANLayerOutput:
-        """Bidirectional layer (`config.is_decoder=False`) or causal layer continuing `state` (`is_decoder=True`)."""
-        if self.config.is_decoder:
-            if state is None:
-                state = self.initial_state(cell, hidden_states.shape[0], hidden_states)
-            return self._forward_causal(hidden_states, layout, state, output_attentions)
-        return self._forward_bidirectional(hidden_states, cell, layout, output_attentions)
-
-    def _forward_bidirectional(
-        self,
-        hidden_states: torch.Tensor,
-        cell: torch.Tensor | None,
-        layout: RANWindowLayout,
-        output_attentions: bool = False,
-    ) -> RANLayerOutput:
-        """
-        Args:
-            hidden_states: (B, n, C, D) tokens on the window grid of `layout`.
-            cell: (B, D) incoming cell (the previous layer's last cell, or the user's `initial_cell`), or None.
-        Returns:
-            `RANLayerOutput` with hidden_states (B, n, C, D), last_cell (B, D), cells (B, n, D) (zero on pad
-            windows), and with `output_attentions` the window attentions (B, n, H, C, 1+C) (key 0 is the cell) and
-            the memory review attentions (B, n*C, n).
-        """
-        batch_size, num_windows, capacity, _ = hidden_states.shape
-        attention = self.window_attention
-        chunks = _window_chunks(num_windows, capacity, hidden_states.device)
-
-        # 1. every token at once (in chunks of windows on CPU): norm, q/k/v, rotary at positions 1..C
-        cos_sin = self.rotary(capacity, hidden_states.device, hidden_states.dtype) if self.rotary is not None else None
-        # split, not slicing: each slice's backward would zero-fill a full-length gradient (quadratic in length)
-        pieces = hidden_states.split([chunk.stop - chunk.start for chunk in chunks], dim=1)
-        projected = [self._project_tokens(piece, cos_sin) for piece in pieces]
-
-        # 2. the cell chain: sequential over windows, batched over rows
-        s = self.initial_cell(cell, batch_size, hidden_states)
-        # unbind, not slicing: one backward node per chunk for all its windows
-        keys_by_window = [k for _, _, k_tokens, _ in projected for k in k_tokens.unbind(1)]
-        values_by_window = [v for _, _, _, v_tokens in projected for v in v_tokens.unbind(1)]
-        masks_by_window = layout.token_mask.unbind(1)
-        cell_keys, cell_values, history = [], [], []
-        previous_c = None
-        last_window = layout.windows_per_row - 1
-        with sequential_threads(hidden_states.device):
-            for i in range(num_windows):
-                z_cell = self.dropout(self.concat_norm(s))
-                q_cell, k_cell, v_cell = attention.project(z_cell)  # (B, H, d); position 0: no rotation
-                cell_keys.append(k_cell)
-                cell_values.append(v_cell)
-                c = self._cell_row(attention, z_cell, q_cell, k_cell, v_cell, keys_by_window[i],
-                                   values_by_window[i], masks_by_window[i])
-                if i == 0 or not self.config.use_cell_residual:
-                    new_s = c
-                else:
-                    new_s = self.cell_residual_norm(c + self.cell_glu(previous_c))  # eq. 7
-                    if self.training and self.dropout.p > 0:
-                        # the authors drop out the new cell in every window but the last
-                        new_s = torch.where((last_window > i)[:, None], self.dropout(new_s), new_s)
-                if layout.all_real:
-                    s, previous_c = new_s, c
-                else:
-                    valid = layout.window_mask[:, i, None]
-                    s = torch.where(valid, new_s, s)
-                    previous_c = c if previous_c is None else torch.where(valid, c, previous_c)
-                history.append(c)
-        cells = torch.stack(history, dim=1)  # (B, n, D), pre-residual cells c_i
-        if not layout.all_real:
-            cells = cells * layout.window_mask[..., None].to(cells.dtype)
-        cell_keys, cell_values = torch.stack(cell_keys, 1), torch.stack(cell_values, 1)  # (B, n, H, d)
-
-        # 3.-4. per chunk of windows: token attention over [cell; window] for all its windows in one call, then
-        # memory review of its tokens over the whole history
-        review_key_value = None
-        if self.config.use_memory_review:
-            review_key_value = self._review_key_value(cells)
-        has_padding = not bool(layout.token_mask.all())
-        outputs = [
-            self._attend_tokens(projected[j], chunk, cell_keys, cell_values, layout, review_key_value, has_padding,
-                                output_attentions)
-            for j, chunk in enumerate(chunks)
-        ]
-        out = torch.cat([o[0] for o in outputs], dim=1) if len(outputs) > 1 else outputs[0][0]
-        window_probs = review_probs = None
-        if output_attentions:
-            window_probs = torch.cat([o[1] for o in outputs], dim=1)
-            if self.config.use_memory_review:
-                review_probs = torch.cat([o[2] for o in outputs], dim=1)
-        return RANLayerOutput(out, s, cells, window_probs, review_probs)
-
-    def _project_tokens(self, hidden_states: torch.Tensor, cos_sin: tuple[torch.Tensor, torch.Tensor] | None):
-        """(B, n, C, D) tokens -> z (normed input, B, n, C, D) and q, k, v (B, n, C, H, d), rotated at 1..C."""
-        z_tokens = self.dropout(self.concat_norm(hidden_states))
-        q_tokens, k_tokens, v_tokens = self.window_attention.project(z_tokens)
-        if cos_sin is not None:
-            q_tokens = apply_rotary(q_tokens, *cos_sin)
-            k_tokens = apply_rotary(k_tokens, *cos_sin)
-        return z_tokens, q_tokens, k_tokens, v_tokens
-
-    def _attend_tokens(self, projected, chunk: slice, cell_keys, cell_values, layout: RANWindowLayout,
-                       review_key_value, has_padding: bool, output_attentions: bool):
-        """Token rows of the windows in `chunk` (eqs. 3-6) and their memory review (eqs. 8-9).
-
-        Args:
-            projected: `_project_tokens` of those windows; cell_keys/values: (B, n, H, d) of all windows.
-            review_key_value: memory-review keys and values (B, n, D) of all cells, or None without review.
-        Returns:
-            out (B, m, C, D) for the m windows of the chunk; window probabilities (B, m, H, C, 1+C) and review
-            probabilities (B, m*C, n) when `output_attentions`.
-        """
-        attention = self.window_attention
-        z_tokens, q_tokens, k_tokens, v_tokens = projected
-        batch_size, num_windows, capacity = q_tokens.shape[:3]
-        keys = torch.cat([cell_keys[:, chunk, None], k_tokens], dim=2)  # (B, m, 1+C, H, d)
-        values = torch.cat([cell_values[:, chunk, None], v_tokens], dim=2)
-        query = q_tokens.transpose(2, 3).flatten(0, 1)  # (B*m, H, C, d)
-        keys = keys.transpose(2, 3).flatten(0, 1)
-        values = values.transpose(2, 3).flatten(0, 1)
-        key_mask = None
-        if has_padding:
-            token_mask = layout.token_mask[:, chunk]
-            cell_key = token_mask.new_ones(batch_size, num_windows, 1)
-            key_mask = torch.cat([cell_key, token_mask], dim=2).reshape(batch_size * num_windows, 1, 1, -1)
-        implementation = "eager" if output_attentions else self.config._attn_implementation
-        attention_forward = ATTENTION_FUNCTIONS.get(implementation, sdpa_attention_forward)
-        attended, window_probs = attention_forward(
-            query, keys, values, key_mask, dropout=attention.attention_dropout, training=self.training
-        )
-        attended = attended.transpose(1, 2).reshape(batch_size, num_windows, capacity, -1)
-        y_tokens = self.dropout(standard_normalize(attention.finish(attended, z_tokens), self.eps))  # eq. 6
-        if window_probs is not None:
-            window_probs = window_probs.reshape(batch_size, num_windows, -1, capacity, capacity + 1)
-        if review_key_value is None:
-            return self.output_norm(y_tokens), window_probs, None
-        review = self.memory_review
-        query = review.act(review.q(y_tokens.reshape(batch_size, num_windows * capacity, -1)))
-        out, review_probs = review.attend(query, *review_key_value, layout.window_mask, output_attentions)
-        return out.reshape(batch_size, num_windows, capacity, -1), window_probs, review_probs
-
-    # ------------------------------------------------------------------------------------------------------------------
-    # causal mode (DESIGN sections 4-5)
-    # ------------------------------------------------------------------------------------------------------------------
-
     def initial_state(self, cell: torch.Tensor | None, batch_size: int, like: torch.Tensor) -> RANLayerState:
-        """The state before any token: `s_0` from the cell initializer, an empty window, history `[s_0]`."""
-        config = self.config
-        attention = self.window_attention
+        """The causal state before any token: `s_0` from the cell initializer, an empty window, history `[s_0]`."""
         s0 = self.initial_cell(cell, batch_size, like)
-        _, cell_key, cell_value = attention.project(self.concat_norm(s0))
-        review_keys, review_values = self._review_key_value(s0[:, None])
-        window = s0.new_zeros(batch_size, config.window_size, attention.num_heads, attention.head_size)
-        count = torch.zeros(batch_size, dtype=torch.long, device=s0.device)
-        return RANLayerState(
-            cell=s0, cell_key=cell_key, cell_value=cell_value, previous_cell=torch.zeros_like(s0),
-            has_previous=count.bool(), window_keys=window, window_values=window.clone(), window_length=count,
-            review_keys=review_keys, review_values=review_values, review_length=count + 1,
-        )
+        attention = self.window_attention
+        return RANLayerState.start(s0, self._review_memory(s0[:, None]), self.config.window_size,
+                                   attention.num_heads, attention.head_size)
 
-    def _review_key_value(self, cells: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _review_memory(self, cells: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if not self.config.use_memory_review:
             empty = cells[..., :0]
             return empty, empty
-        review = self.memory_review
-        return review.act(review.kv(cells)).chunk(2, dim=-1)
+        return self.memory_review.memory(cells)
+
+    def _project(self, x: torch.Tensor, cos_sin: tuple[torch.Tensor, torch.Tensor] | None = None):
+        """Rows (..., D) -> z (normed input, ..., D) and q, k, v (..., H, d), rotated by `cos_sin` if given (the
+        cell, at position 0, is not rotated)."""
+        z = self.dropout(self.concat_norm(x))
+        q, k, v = self.window_attention.project(z)
+        if cos_sin is not None:
+            q, k = apply_rotary(q, *cos_sin), apply_rotary(k, *cos_sin)
+        return z, q, k, v
 
     def _next_cell(self, c: torch.Tensor, previous_c: torch.Tensor, has_previous: torch.Tensor) -> torch.Tensor:
-        """eq. 7: `s_i = norm(c_i + GLU(c_{i-1}))`, or `c_i` itself after the first window (per row)."""
+        """eq. 7: `s_i = norm(c_i + GLU(c_{i-1}))`, or `c_i` itself after a row's first window."""
         if not self.config.use_cell_residual:
             return c
         residual = self.cell_residual_norm(c + self.cell_glu(previous_c))
         return torch.where(has_previous[:, None], residual, c)
 
-    def _forward_causal(
-        self, hidden_states: torch.Tensor, layout: RANWindowLayout, state: RANLayerState, output_attentions: bool
-    ) -> RANLayerOutput:
-        """A chunk of tokens continuing `state`.
+    def chain_step(
+        self, s: torch.Tensor, previous_c: torch.Tensor, has_previous: torch.Tensor, window_keys: torch.Tensor,
+        window_values: torch.Tensor, window_key_mask: torch.Tensor | None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One window of the cell chain: the cell row of `[s_{i-1}; window]` (eqs. 3-6) and eq. 7.
 
-        The grid holds each row's current window from its start: the first `state.window_length` slots of window 0
-        are tokens seen before (their hidden states here are placeholders; their keys and values come from the
-        state), then the chunk's tokens. Tokens attend causally inside their window (the cell key always visible);
-        the cell row reads its whole window; memory review of a token in window i reads `[s_0, c_1 .. c_{i-1}]`.
+        Args:
+            s, previous_c: (B, D) incoming cell `s_{i-1}` and the pre-residual cell `c_{i-1}`; has_previous (B,).
+            window_keys, window_values: (B, K, H, d) the window's token keys and values; window_key_mask (B, K).
+        Returns:
+            c_i (B, D), s_i (B, D), and the cell row's key and value (B, H, d), which the window's tokens read.
+        """
+        z_cell, q_cell, k_cell, v_cell = self._project(s[:, None])
+        keys = torch.cat([k_cell, window_keys], dim=1)
+        values = torch.cat([v_cell, window_values], dim=1)
+        mask = None
+        if window_key_mask is not None:
+            mask = torch.cat([window_key_mask.new_ones(s.shape[0], 1), window_key_mask], dim=1)[:, None, :]
+        attended, _ = self.window_attention(q_cell, keys, values, mask)
+        c = self.dropout(self.window_attention.output(attended, z_cell))[:, 0]
+        return c, self._next_cell(c, previous_c, has_previous), k_cell[:, 0], v_cell[:, 0]
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        cell: torch.Tensor | None = None,
+        state: RANLayerState | None = None,
+        *,
+        layout: RANWindowLayout,
+        output_attentions: bool = False,
+    ) -> tuple:
+        """
+        Args:
+            hidden_states: (B, n, C, D) tokens on the window grid of `layout`.
+            cell: (B, D) incoming cell (bidirectional: the previous layer's last cell or the user's `initial_cell`;
+                causal: the user's `initial_cell` of a fresh state), or None.
+            state: causal mode (`layout.causal`): the state this input continues; None starts a fresh one.
+        Returns:
+            A tuple (plain tensors, so that every gradient-checkpointing mode tracks them): hidden_states
+            (B, n, C, D); last_cell (B, D); cells (B, n, D) (zero on pad windows); the new state (causal) or None;
+            with `output_attentions` the window attentions (B, n, H, C, 1+P+C) (key 0 is the cell, then the
+            open window's P earlier tokens when continuing) and the memory review attentions (B, n*C, K).
         """
         batch_size, num_windows, capacity, _ = hidden_states.shape
-        config = self.config
-        attention = self.window_attention
-        num_heads, head_size, window_size = attention.num_heads, attention.head_size, config.window_size
-        device = hidden_states.device
+        device, dtype = hidden_states.device, hidden_states.dtype
+        causal = layout.causal
+        if causal and state is None:
+            state = self.initial_state(cell, batch_size, hidden_states)
+        chunks = _window_chunks(num_windows, capacity, device)
+        sizes = [chunk.stop - chunk.start for chunk in chunks]
 
-        z_tokens = self.dropout(self.concat_norm(hidden_states))
-        q_tokens, k_tokens, v_tokens = attention.project(z_tokens)
+        # 1. every token at once (in chunks of windows on CPU): norm, q/k/v, rotary at the slots' positions
+        cos_sin = None
         if self.rotary is not None:
-            cos, sin = self.rotary(capacity, device, q_tokens.dtype)
-            q_tokens = apply_rotary(q_tokens, cos, sin)
-            k_tokens = apply_rotary(k_tokens, cos, sin)
-        if bool((state.window_length > 0).any()):
-            seen = (torch.arange(capacity, device=device)[None, :] < state.window_length[:, None])[..., None, None]
-            first_keys = torch.where(seen, state.window_keys[:, :capacity].to(k_tokens.dtype), k_tokens[:, 0])
-            first_values = torch.where(seen, state.window_values[:, :capacity].to(v_tokens.dtype), v_tokens[:, 0])
-            k_tokens = torch.cat([first_keys[:, None], k_tokens[:, 1:]], dim=1)
-            v_tokens = torch.cat([first_values[:, None], v_tokens[:, 1:]], dim=1)
+            positions = layout.rotary_positions()
+            cos, sin = self.rotary(positions, dtype)
+            cos_sin = [(cos, sin)] * len(chunks) if positions.dim() == 1 else list(zip(cos.split(sizes, 1),
+                                                                                       sin.split(sizes, 1)))
+        # split and unbind, never slicing inside loops: each slice's backward would zero-fill a full-length
+        # gradient (quadratic in length)
+        pieces = hidden_states.split(sizes, dim=1)
+        projected = [self._project(piece, cos_sin[j] if cos_sin else None) for j, piece in enumerate(pieces)]
+        num_past = layout.num_past
+        if num_past:  # the open window's earlier tokens, from the state, in front of every window's slots
+            past_keys = state.window_keys[:, None, :num_past].to(dtype)
+            past_values = state.window_values[:, None, :num_past].to(dtype)
+            projected = [(z, q, torch.cat([past_keys.expand(-1, k.shape[1], -1, -1, -1), k], 2),
+                          torch.cat([past_values.expand(-1, v.shape[1], -1, -1, -1), v], 2))
+                         for z, q, k, v in projected]
+        key_mask = layout.key_mask()
 
-        # the cell chain; a window is committed to the state only once it is full
-        window_fill = layout.token_mask.sum(-1)  # (B, n)
-        s, previous_c, has_previous = state.cell, state.previous_cell, state.has_previous
-        committed_s, committed_c, committed_has_previous = s, previous_c, has_previous
-        keys_by_window, values_by_window = k_tokens.unbind(1), v_tokens.unbind(1)
-        masks_by_window = layout.token_mask.unbind(1)
-        cell_keys, cell_values, history = [], [], []
-        with sequential_threads(device):
-            for i in range(num_windows):
-                z_cell = self.dropout(self.concat_norm(s))
-                q_cell, k_cell, v_cell = attention.project(z_cell)
-                cell_keys.append(k_cell)
-                cell_values.append(v_cell)
-                c = self._cell_row(attention, z_cell, q_cell, k_cell, v_cell, keys_by_window[i],
-                                   values_by_window[i], masks_by_window[i])
-                new_s = self._next_cell(c, previous_c, has_previous)
-                valid = layout.window_mask[:, i, None]
-                s = torch.where(valid, new_s, s)
-                previous_c = torch.where(valid, c, previous_c)
-                has_previous = has_previous | layout.window_mask[:, i]
-                full = (window_fill[:, i] == window_size)[:, None]
-                committed_s = torch.where(full, s, committed_s)
-                committed_c = torch.where(full, c, committed_c)
-                committed_has_previous = committed_has_previous | full[:, 0]
-                history.append(c)
-        cells = torch.stack(history, dim=1) * layout.window_mask[..., None].to(hidden_states.dtype)
-
-        # token attention: causal inside the window, the cell key (index 0) always visible
-        keys = torch.cat([torch.stack(cell_keys, 1)[:, :, None], k_tokens], dim=2).transpose(2, 3).flatten(0, 1)
-        values = torch.cat([torch.stack(cell_values, 1)[:, :, None], v_tokens], dim=2).transpose(2, 3).flatten(0, 1)
-        query = q_tokens.transpose(2, 3).flatten(0, 1)
-        slots = torch.arange(capacity, device=device)
-        causal_mask = torch.cat([slots.new_ones(capacity, 1).bool(), slots[None, :] <= slots[:, None]], dim=1)
-        implementation = "eager" if output_attentions else config._attn_implementation
-        attention_forward = ATTENTION_FUNCTIONS.get(implementation, sdpa_attention_forward)
-        attended, window_probs = attention_forward(
-            query, keys, values, causal_mask[None, None], dropout=attention.attention_dropout, training=self.training
-        )
-        attended = attended.transpose(1, 2).reshape(batch_size, num_windows, capacity, num_heads * head_size)
-        y_tokens = self.dropout(standard_normalize(attention.finish(attended, z_tokens), self.eps))
-
-        # memory review over the state's history and the cells of this chunk's earlier windows
-        new_review_keys, new_review_values = self._review_key_value(cells)
-        review_probs = None
-        if config.use_memory_review:
-            history_size = state.review_keys.shape[1]
-            old = torch.arange(history_size, device=device)[None, :] < state.review_length[:, None]  # (B, K0)
-            window_of_slot = torch.arange(num_windows, device=device).repeat_interleave(capacity)  # (n*C,)
-            new = torch.arange(num_windows, device=device)[None, :] < window_of_slot[:, None]  # (n*C, n)
-            cell_mask = torch.cat([old[:, None, :].expand(-1, num_windows * capacity, -1),
-                                   new[None].expand(batch_size, -1, -1)], dim=-1)
-            review = self.memory_review
-            query = review.act(review.q(y_tokens.reshape(batch_size, num_windows * capacity, -1)))
-            out, review_probs = review.attend(
-                query, torch.cat([state.review_keys.to(query.dtype), new_review_keys], 1),
-                torch.cat([state.review_values.to(query.dtype), new_review_values], 1), cell_mask, output_attentions)
-            out = out.reshape(batch_size, num_windows, capacity, -1)
+        # 2. the cell chain: sequential over windows, batched over rows
+        if causal:
+            s, previous_c, has_previous = state.cell.to(dtype), state.previous_cell.to(dtype), state.has_previous
         else:
-            out = self.output_norm(y_tokens)
+            s = self.initial_cell(cell, batch_size, hidden_states)
+            previous_c, has_previous = torch.zeros_like(s), s.new_zeros(batch_size, dtype=torch.bool)
+        keys_by_window = [k for _, _, keys, _ in projected for k in keys.unbind(1)]
+        values_by_window = [v for _, _, _, values in projected for v in values.unbind(1)]
+        masks_by_window = key_mask.unbind(1) if key_mask is not None else [None] * num_windows
+        drop_passed_cell = self.training and self.dropout.p > 0 and not causal
+        cells, passed_cells, cell_keys, cell_values = [], [], [], []
+        for i in range(num_windows):
+            c, new_s, k_cell, v_cell = self.chain_step(s, previous_c, has_previous, keys_by_window[i],
+                                                       values_by_window[i], masks_by_window[i])
+            if drop_passed_cell:  # the authors drop out the new cell in every window but the last
+                new_s = torch.where((layout.windows_per_row - 1 > i)[:, None], self.dropout(new_s), new_s)
+            if layout.all_real and not causal:
+                s, previous_c = new_s, c
+                has_previous = torch.ones_like(has_previous)
+            else:
+                valid = layout.window_mask[:, i]
+                s = torch.where(valid[:, None], new_s, s)
+                previous_c = torch.where(valid[:, None], c, previous_c)
+                has_previous = has_previous | valid
+            cells.append(c)
+            passed_cells.append(s)
+            cell_keys.append(k_cell)
+            cell_values.append(v_cell)
+        cells = torch.stack(cells, dim=1)  # (B, n, D), pre-residual cells c_i
+        if not layout.all_real:
+            cells = cells * layout.window_mask[..., None].to(cells.dtype)
+        cell_keys, cell_values = torch.stack(cell_keys, 1), torch.stack(cell_values, 1)  # (B, n, H, d)
 
-        new_state = self._update_state(state, layout, committed_s, committed_c, committed_has_previous,
-                                       k_tokens, v_tokens, new_review_keys, new_review_values)
-        if window_probs is not None:
-            window_probs = window_probs.reshape(batch_size, num_windows, num_heads, capacity, capacity + 1)
-        return RANLayerOutput(out, s, cells, window_probs, review_probs, new_state)
-
-    def _update_state(self, state, layout, cell, previous_cell, has_previous, k_tokens, v_tokens, review_keys,
-                      review_values) -> RANLayerState:
-        """Commit the full windows of a chunk: new cell, review history, and the unfinished window's keys."""
-        window_size = self.config.window_size
-        batch_size, num_windows, capacity = k_tokens.shape[:3]
-        device = k_tokens.device
-        window_fill = layout.token_mask.sum(-1)
-        finished = (window_fill == window_size).sum(-1)  # (B,) full windows in this chunk (always a prefix)
-        open_window = finished.clamp(max=num_windows - 1)
-        rows = torch.arange(batch_size, device=device)
-        window_length = torch.where(finished < num_windows, window_fill[rows, open_window], 0)
-        window_length = torch.where(layout.window_mask.any(-1), window_length, state.window_length)
-        pad = window_size - capacity
-        window_keys = F.pad(k_tokens[rows, open_window], (0, 0, 0, 0, 0, pad)) if pad else k_tokens[rows, open_window]
-        window_values = (
-            F.pad(v_tokens[rows, open_window], (0, 0, 0, 0, 0, pad)) if pad else v_tokens[rows, open_window]
+        # 3. per chunk of windows: token attention over [cell; window] for all its windows in one call, then memory
+        # review of its tokens (bidirectional: all the row's cells; causal: the history and the earlier windows)
+        review_memory = self._review_memory(cells)
+        if causal:
+            review_memory = tuple(torch.cat([old.to(new.dtype), new], 1)
+                                  for old, new in zip((state.review_keys, state.review_values), review_memory))
+        outputs = []
+        for (z, q, k, v), chunk in zip(projected, chunks):
+            keys = torch.cat([cell_keys[:, chunk, None], k], dim=2).flatten(0, 1)  # (B*m, 1+P+C, H, d)
+            values = torch.cat([cell_values[:, chunk, None], v], dim=2).flatten(0, 1)
+            attended, window_probs = self.window_attention(
+                q.flatten(0, 1), keys, values, layout.attention_mask(key_mask, chunk), output_attentions)
+            m = chunk.stop - chunk.start
+            y = self.dropout(self.window_attention.output(attended.unflatten(0, (batch_size, m)), z))  # eq. 6
+            if window_probs is not None:
+                window_probs = window_probs.unflatten(0, (batch_size, m))
+            if not self.config.use_memory_review:
+                outputs.append((self.output_norm(y), window_probs, None))
+                continue
+            review_mask = state.review_mask(layout, chunk) if causal else layout.window_mask[:, None, :]
+            out, review_probs = self.memory_review(y.flatten(1, 2), *review_memory, review_mask, output_attentions)
+            outputs.append((out.unflatten(1, (m, capacity)), window_probs, review_probs))
+        out, window_probs, review_probs = (
+            (torch.cat(parts, dim=1) if len(parts) > 1 else parts[0]) if parts[0] is not None else None
+            for parts in zip(*outputs)
         )
-        _, cell_key, cell_value = self.window_attention.project(self.concat_norm(cell))
 
-        # review history: row b keeps its old entries [0, old_len) and appends its `finished` new cells
-        history_size = state.review_keys.shape[1]
-        review_length = state.review_length + finished
-        width = int(review_length.max())
-        position = torch.arange(width, device=device)[None, :]
-        source = torch.where(position < state.review_length[:, None], position,
-                             history_size + position - state.review_length[:, None])
-        source = source.clamp(max=history_size + num_windows - 1)
-        all_keys = torch.cat([state.review_keys.to(review_keys.dtype), review_keys], 1)
-        all_values = torch.cat([state.review_values.to(review_values.dtype), review_values], 1)
-        gather = source[..., None].expand(-1, -1, all_keys.shape[-1])
-        return RANLayerState(
-            cell=cell, cell_key=cell_key, cell_value=cell_value, previous_cell=previous_cell,
-            has_previous=has_previous, window_keys=window_keys, window_values=window_values,
-            window_length=window_length, review_keys=torch.gather(all_keys, 1, gather),
-            review_values=torch.gather(all_values, 1, gather), review_length=review_length,
-        )
-
-    def step(self, hidden: torch.Tensor, state: RANLayerState) -> tuple[torch.Tensor, RANLayerState]:
-        """One new token per row (decoding): hidden (B, D) -> output (B, D) and the next state.
-        Costs `O(W*A + n*D + D^2)`: the token reads the cell and its window's cached keys; a row whose window fills
-        runs its cell row, pushes the cell to the review history and starts an empty window."""
-        config = self.config
-        attention = self.window_attention
-        window_size = config.window_size
-        batch_size = hidden.shape[0]
-        device = hidden.device
-        rows = torch.arange(batch_size, device=device)
-        slot = state.window_length  # the new token's slot; rotary position slot + 1
-
-        z = self.concat_norm(hidden)
-        q, k, v = attention.project(z)  # (B, H, d)
-        if self.rotary is not None:
-            angles = (slot + 1).float()[:, None] * self.rotary.inv_freq.to(device)[None, :]
-            angles = torch.cat([angles, angles], dim=-1)
-            cos, sin = angles.cos().to(q.dtype)[:, None], angles.sin().to(q.dtype)[:, None]  # (B, 1, d)
-            q = q * cos + rotate_half(q) * sin
-            k = k * cos + rotate_half(k) * sin
-        window_keys = state.window_keys.to(k.dtype).index_put((rows, slot), k)
-        window_values = state.window_values.to(v.dtype).index_put((rows, slot), v)
-        window_mask = torch.arange(window_size, device=device)[None, :] <= slot[:, None]  # (B, W)
-
-        keys = torch.cat([state.cell_key[:, None], window_keys], 1).transpose(1, 2)  # (B, H, 1+W, d)
-        values = torch.cat([state.cell_value[:, None], window_values], 1).transpose(1, 2)
-        key_mask = torch.cat([window_mask.new_ones(batch_size, 1), window_mask], 1)[:, None, None, :]
-        attended, _ = eager_attention_forward(q[:, :, None], keys, values, key_mask)
-        y = standard_normalize(attention.finish(attended.reshape(batch_size, -1), z), self.eps)
-        if config.use_memory_review:
-            review = self.memory_review
-            history = torch.arange(state.review_keys.shape[1], device=device)[None, :] < state.review_length[:, None]
-            out, _ = review.attend(review.act(review.q(y))[:, None], state.review_keys.to(y.dtype),
-                                   state.review_values.to(y.dtype), history)
-            out = out[:, 0]
-        else:
-            out = self.output_norm(y)
-
-        # rows whose window is now full: cell row over the whole window, eq. 7, push c to the history
-        full = slot + 1 == window_size
-        window_length = torch.where(full, 0, slot + 1)
-        cell, previous_cell, has_previous = state.cell, state.previous_cell, state.has_previous
-        review_keys, review_values, review_length = state.review_keys, state.review_values, state.review_length
-        cell_key, cell_value = state.cell_key, state.cell_value
-        if bool(full.any()):
-            z_cell = self.concat_norm(cell)
-            q_cell, k_cell, v_cell = attention.project(z_cell)
-            c = self._cell_row(attention, z_cell, q_cell, k_cell, v_cell, window_keys, window_values, window_mask)
-            new_cell = self._next_cell(c, previous_cell, has_previous)
-            chosen = full[:, None]
-            cell = torch.where(chosen, new_cell, cell)
-            previous_cell = torch.where(chosen, c, previous_cell)
-            has_previous = has_previous | full
-            _, new_key, new_value = attention.project(self.concat_norm(cell))
-            cell_key = torch.where(chosen[..., None], new_key, cell_key)
-            cell_value = torch.where(chosen[..., None], new_value, cell_value)
-            new_review_key, new_review_value = self._review_key_value(c)
-            if int((review_length + full.long()).max()) > review_keys.shape[1]:
-                review_keys = F.pad(review_keys, (0, 0, 0, 1))
-                review_values = F.pad(review_values, (0, 0, 0, 1))
-            target = torch.where(full, review_length, review_length.clamp(max=review_keys.shape[1] - 1))
-            review_keys = torch.where(full[:, None, None], review_keys.index_put((rows, target), new_review_key),
-                                      review_keys)
-            review_values = torch.where(full[:, None, None],
-                                        review_values.index_put((rows, target), new_review_value), review_values)
-            review_length = review_length + full.long()
-        new_state = RANLayerState(
-            cell=cell, cell_key=cell_key, cell_value=cell_value, previous_cell=previous_cell,
-            has_previous=has_previous, window_keys=window_keys, window_values=window_values,
-            window_length=window_length, review_keys=review_keys, review_values=review_values,
-            review_length=review_length,
-        )
-        return out, new_state
-
-    def _cell_row(self, attention, z_cell, q_cell, k_cell, v_cell, k_window, v_window, window_mask) -> torch.Tensor:
-        """The cell row of one window: attends over `[cell; window tokens]`, then output projection, GLU residual,
-        norm and standard normalisation (eqs. 3-6). Shapes: q/k/v_cell (B, H, d), k/v_window (B, C, H, d),
-        window_mask (B, C). Returns the new pre-residual cell c_i (B, D)."""
-        scale = 1.0 / math.sqrt(attention.head_size)
-        score_cell = (q_cell * k_cell).sum(-1, keepdim=True) * scale  # (B, H, 1)
-        score_tokens = torch.einsum("bhd,bchd->bhc", q_cell, k_window) * scale  # (B, H, C)
-        score_tokens = score_tokens.masked_fill(~window_mask[:, None, :], torch.finfo(score_tokens.dtype).min)
-        probs = F.softmax(_upcast(torch.cat([score_cell, score_tokens], dim=-1)), dim=-1).to(q_cell.dtype)
-        probs = F.dropout(probs, p=attention.attention_dropout, training=self.training)
-        attended = probs[..., :1] * v_cell + torch.einsum("bhc,bchd->bhd", probs[..., 1:], v_window)
-        out = attention.finish(attended.flatten(-2), z_cell)
-        return self.dropout(standard_normalize(out, self.eps))
+        new_state = None
+        if causal:
+            all_keys = torch.cat([k for _, _, k, _ in projected], 1) if len(projected) > 1 else projected[0][2]
+            all_values = torch.cat([v for _, _, _, v in projected], 1) if len(projected) > 1 else projected[0][3]
+            new_review = tuple(memory[:, -num_windows:] for memory in review_memory)
+            new_state = state.advance(layout, cells, torch.stack(passed_cells, 1), all_keys, all_values, *new_review)
+        return out, s, cells, new_state, window_probs, review_probs
 
 
 class RANPooler(nn.Module):
@@ -963,8 +851,8 @@ class RANPreTrainedModel(PreTrainedModel):
     supports_gradient_checkpointing = True
     _no_split_modules = ["RANLayer", "RANEmbeddings"]
     _supports_sdpa = True
-    _supports_flash_attn = False
-    _supports_flex_attn = False
+    _supports_flash_attn = False  # flash kernels take no per-key mask (see `RANWindowAttention.forward`)
+    _supports_flex_attn = True
 
     def save_pretrained(self, save_directory, *args, **kwargs):
         """`save_pretrained`, writing every RAN head into `config.auto_map` (not only this model's class), so a
@@ -1062,6 +950,10 @@ class RANCache(Cache):
     def get_max_length(self, layer_idx: int | None = None) -> int:
         return -1
 
+    def open_window_length(self) -> torch.Tensor | None:
+        """(B,) tokens of each row's open window (the same in every layer), or None for an empty cache."""
+        return self.states[0].window_length if self.states else None
+
     def num_bytes(self) -> int:
         """Memory held by the state, in bytes."""
         return sum(state.num_bytes() for state in self.states)
@@ -1098,8 +990,8 @@ class RANCache(Cache):
 class RANModel(RANPreTrainedModel):
     """The bare RAN encoder: embeddings, `num_hidden_layers` RAN layers, and the cell transform pooler.
 
-    Bidirectional mode (this class): the layers share one window split per row, and layer `l + 1` starts from
-    layer `l`'s last cell, as in the authors' code.
+    The layers share one window split per row (`RANWindowLayout`). Bidirectional mode: layer `l + 1` starts from
+    layer `l`'s last cell, as in the authors' code. Causal mode (`config.is_decoder`): see `forward`.
     """
 
     def __init__(self, config: RANConfig, add_pooling_layer: bool = True):
@@ -1160,121 +1052,63 @@ class RANModel(RANPreTrainedModel):
             output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
         )
         return_dict = return_dict if return_dict is not None else self.config.return_dict
-
-        if self.config.is_decoder:
-            return self._forward_causal(input_ids, attention_mask, inputs_embeds, initial_cell, past_key_values,
-                                        use_cache, output_hidden_states, output_attentions, return_dict)
-        if past_key_values is not None:
+        causal = self.config.is_decoder
+        cache = past_key_values
+        if not causal and cache is not None:
             raise ValueError("RANModel: `past_key_values` needs a causal model (`config.is_decoder=True`).")
+        if cache is not None and not isinstance(cache, RANCache):
+            raise TypeError(
+                f"RANModel: `past_key_values` must be a RANCache (got {type(cache).__name__}); RAN keeps a recurrent "
+                "state, not per-token keys and values. Pass the cache a previous call returned, or None."
+            )
+        if attention_mask is not None and cache is not None and attention_mask.dim() == 2:
+            length = (input_ids if input_ids is not None else inputs_embeds).shape[1]
+            attention_mask = attention_mask[:, -length:]  # generate() passes the mask of the past and new tokens
         sequence_mask = self._check_inputs(input_ids, attention_mask, inputs_embeds, initial_cell)
-        layout = RANWindowLayout.from_mask(sequence_mask, self.config.window_size, self.config.min_window_size)
+        batch_size, length = sequence_mask.shape
+        use_cache = causal and (use_cache if use_cache is not None else (self.config.use_cache and not self.training))
+        if cache is None and use_cache:
+            cache = RANCache(self.config)
+        states = cache.states if cache is not None and cache.states else [None] * len(self.layers)
+        if cache is not None and cache.states and cache.batch_size != batch_size:
+            raise ValueError(f"RANModel: the cache holds {cache.batch_size} rows but the input has {batch_size}.")
+        layout = RANWindowLayout.from_mask(
+            sequence_mask, self.config.window_size, self.config.min_window_size, causal=causal,
+            offset=cache.open_window_length() if cache is not None else None,
+        )
 
         hidden = layout.to_grid(self.embeddings(input_ids, inputs_embeds))
         cell = initial_cell
         all_hidden_states = (layout.to_sequence(hidden),) if output_hidden_states else None
         all_attentions = () if output_attentions else None
         all_reviews = () if output_attentions and self.config.use_memory_review else None
-        for layer in self.layers:
-            layer_output = layer(hidden, cell, layout, output_attentions=output_attentions)
-            hidden, cell = layer_output.hidden_states, layer_output.last_cell
+        new_states = []
+        for layer, state in zip(self.layers, states):
+            hidden, last_cell, cells, state, window_probs, review_probs = layer(
+                hidden, cell, state, layout=layout, output_attentions=output_attentions
+            )
+            # bidirectional: layer l + 1 starts from layer l's last cell; causal: every layer from its own s_0
+            cell = None if causal else last_cell
+            new_states.append(state)
             if output_hidden_states:
                 all_hidden_states += (layout.to_sequence(hidden),)
             if output_attentions:
-                all_attentions += (layer_output.window_attentions,)
+                all_attentions += (window_probs,)
                 if all_reviews is not None:
-                    all_reviews += (layer_output.memory_review_attentions,)
-
-        cells = layer_output.cells
-        last_cell = self._pool_cell(layer_output.last_cell, cells, layout.window_mask)
-        last_hidden_state = all_hidden_states[-1] if output_hidden_states else layout.to_sequence(hidden)
-        pooler_output = None
-        if self.pooler is not None:
-            flat_tokens = hidden.flatten(1, 2)
-            pooler_output = self.pooler(last_cell, flat_tokens, layout.token_mask.flatten(1, 2))
-
-        output = RANModelOutput(
-            last_hidden_state=last_hidden_state,
-            pooler_output=pooler_output,
-            last_cell=last_cell,
-            cells=cells,
-            hidden_states=all_hidden_states,
-            attentions=all_attentions,
-            memory_review_attentions=all_reviews,
-        )
-        return output if return_dict else output.to_tuple()
-
-    def _forward_causal(self, input_ids, attention_mask, inputs_embeds, initial_cell, cache, use_cache,
-                        output_hidden_states, output_attentions, return_dict) -> RANModelOutput | tuple:
-        """Causal encoder over a chunk that continues `cache` (a fresh state when there is none)."""
-        use_cache = use_cache if use_cache is not None else (self.config.use_cache and not self.training)
-        if cache is not None and not isinstance(cache, RANCache):
-            raise TypeError(
-                f"RANModel: `past_key_values` must be a RANCache (got {type(cache).__name__}); RAN keeps a recurrent "
-                "state, not per-token keys and values. Pass the cache a previous call returned, or None."
-            )
-        if attention_mask is not None:
-            length = (input_ids if input_ids is not None else inputs_embeds).shape[1]
-            if attention_mask.dim() == 2 and attention_mask.shape[1] > length and cache is not None:
-                attention_mask = attention_mask[:, -length:]
-        sequence_mask = self._check_inputs(input_ids, attention_mask, inputs_embeds, initial_cell)
-        batch_size, length = sequence_mask.shape
-        embeddings = self.embeddings(input_ids, inputs_embeds)
-        if cache is None:
-            cache = RANCache(self.config) if use_cache else None
-        states = cache.states if cache is not None and cache.states else [None] * len(self.layers)
-        if cache is not None and cache.states and cache.batch_size != batch_size:
-            raise ValueError(f"RANModel: the cache holds {cache.batch_size} rows but the input has {batch_size}.")
-
-        all_hidden_states = () if output_hidden_states else None
-        all_attentions = () if output_attentions else None
-        all_reviews = () if output_attentions and self.config.use_memory_review else None
-        new_states = []
-        decode_step = (
-            length == 1 and states[0] is not None and bool(sequence_mask.all()) and not output_attentions
-        )
-        if decode_step:
-            hidden = embeddings[:, 0]
-            if output_hidden_states:
-                all_hidden_states += (hidden[:, None],)
-            with sequential_threads(hidden.device):
-                for layer, state in zip(self.layers, states):
-                    hidden, state = layer.step(hidden, state)
-                    new_states.append(state)
-                    if output_hidden_states:
-                        all_hidden_states += (hidden[:, None],)
-            last_hidden_state, last_cell, cells = hidden[:, None], new_states[-1].cell, None
-        else:
-            # each row's current window is laid out from its start: placeholders for the tokens already seen
-            seen = states[0].window_length if states[0] is not None else sequence_mask.new_zeros(batch_size).long()
-            prefix = int(seen.max())
-            if prefix:
-                prefix_mask = torch.arange(prefix, device=seen.device)[None, :] >= (prefix - seen)[:, None]
-                sequence_mask = torch.cat([prefix_mask, sequence_mask], dim=1)
-                embeddings = torch.cat([embeddings.new_zeros(batch_size, prefix, embeddings.shape[-1]), embeddings], 1)
-            layout = RANWindowLayout.from_mask(sequence_mask, self.config.window_size, 0)
-            hidden = layout.to_grid(embeddings)
-            if output_hidden_states:
-                all_hidden_states += (layout.to_sequence(hidden)[:, prefix:],)
-            for i, (layer, state) in enumerate(zip(self.layers, states)):
-                if state is None:
-                    state = layer.initial_state(initial_cell if i == 0 else None, batch_size, hidden)
-                layer_output = layer(hidden, None, layout, state, output_attentions=output_attentions)
-                hidden = layer_output.hidden_states
-                new_states.append(layer_output.state)
-                if output_hidden_states:
-                    all_hidden_states += (layout.to_sequence(hidden)[:, prefix:],)
-                if output_attentions:
-                    all_attentions += (layer_output.window_attentions,)
-                    if all_reviews is not None:
-                        all_reviews += (layer_output.memory_review_attentions,)
-            last_hidden_state = layout.to_sequence(hidden)[:, prefix:]
-            last_cell, cells = layer_output.last_cell, layer_output.cells
+                    all_reviews += (review_probs,)
         if cache is not None:
             cache.states = new_states
             cache.seen_positions += length
 
+        last_cell = self._pool_cell(last_cell, cells, layout.window_mask)
+        last_hidden_state = all_hidden_states[-1] if output_hidden_states else layout.to_sequence(hidden)
+        pooler_output = None
+        if self.pooler is not None:
+            pooler_output = self.pooler(last_cell, hidden.flatten(1, 2), layout.token_mask.flatten(1, 2))
+
         output = RANModelOutput(
             last_hidden_state=last_hidden_state,
+            pooler_output=pooler_output,
             last_cell=last_cell,
             cells=cells,
             past_key_values=cache if use_cache else None,
