@@ -406,7 +406,7 @@ class RANWindowAttention(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """query (N, Q, H, d), key/value (N, K, H, d), mask bool (N, Q|1, K) with True = attend, or None.
         Returns (N, Q, H*d) and, with `output_attentions` (eager), the probabilities (N, H, Q, K)."""
-        implementation = "eager" if output_attentions else self.config._attn_implementation or "sdpa"
+        implementation = "eager" if output_attentions else self.config._attn_implementation
         if implementation not in SUPPORTED_ATTENTION:
             raise ValueError(
                 f"RAN's window attention cannot run `attn_implementation={implementation!r}`: every window needs a "
@@ -416,13 +416,10 @@ class RANWindowAttention(nn.Module):
         query, key, value = (t.transpose(1, 2) for t in (query, key, value))
         if mask is not None:
             mask = mask[:, None]
-        if implementation == "eager":
-            attention_function = eager_attention_forward
-        else:
-            attention_function = ALL_ATTENTION_FUNCTIONS[implementation]
-            if implementation == "flex_attention" and mask is not None:  # flex reads an additive (N, 1, Q, K) mask
-                mask = torch.zeros(mask.shape, dtype=query.dtype, device=query.device).masked_fill(
-                    ~mask, torch.finfo(query.dtype).min).expand(query.shape[0], 1, query.shape[2], key.shape[2])
+        attention_function = ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
+        if implementation == "flex_attention" and mask is not None:  # flex reads an additive (N, 1, Q, K) mask
+            mask = torch.zeros(mask.shape, dtype=query.dtype, device=query.device).masked_fill(
+                ~mask, torch.finfo(query.dtype).min).expand(query.shape[0], 1, query.shape[2], key.shape[2])
         attended, probs = attention_function(
             self, query, key, value, mask, scaling=self.scaling, is_causal=False,
             dropout=self.attention_dropout if self.training else 0.0,

@@ -15,6 +15,9 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
 
+# The device the model tests run on: `RAN_TEST_DEVICE=cuda python -m pytest tests/model` (default cpu).
+DEVICE = torch.device(os.environ.get("RAN_TEST_DEVICE", "cpu"))
+
 
 def tiny_config(**overrides):
     from ran_hf import RANConfig
@@ -39,6 +42,12 @@ def randomize(model, seed=0, bias_scale=0.1):
             else:
                 p.copy_(torch.randn(p.shape, generator=generator))
     return model
+
+
+@pytest.fixture
+def device():
+    """The model tests' device (`RAN_TEST_DEVICE`, default cpu)."""
+    return DEVICE
 
 
 @pytest.fixture
