@@ -32,8 +32,8 @@ def act(x):
 def rotate(x, theta):
     """x: (T, H, d) at positions 0..T-1, half-split pairs."""
     T, _, d = x.shape
-    inv = 1.0 / theta ** (torch.arange(0, d, 2, dtype=torch.float64) / d)
-    ang = torch.arange(T, dtype=torch.float64)[:, None] * inv[None]
+    inv = 1.0 / theta ** (torch.arange(0, d, 2, dtype=torch.float64, device=x.device) / d)
+    ang = torch.arange(T, dtype=torch.float64, device=x.device)[:, None] * inv[None]
     cos, sin = torch.cat([ang.cos(), ang.cos()], -1).to(x), torch.cat([ang.sin(), ang.sin()], -1).to(x)
     x1, x2 = x[..., : d // 2], x[..., d // 2:]
     return x * cos[:, None] + torch.cat([-x2, x1], -1) * sin[:, None]
@@ -74,7 +74,7 @@ def layer_forward(layer, config, x, cell):
     """One RAN layer over one document x (L, D). Returns token outputs (L, D), last cell (D,), history (n, D)."""
     eps = config.layer_norm_eps
     if cell is None or bool((cell == 0).all()):
-        base = torch.zeros(config.hidden_size, dtype=x.dtype) if cell is None else cell
+        base = torch.zeros(config.hidden_size, dtype=x.dtype, device=x.device) if cell is None else cell
         s = norm(act(F.linear(base, layer.cell_initializer.weight)), layer.cell_initializer_norm, eps)
     else:
         s = cell

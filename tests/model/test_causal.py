@@ -5,17 +5,17 @@ import pytest
 import torch
 
 from ran_hf import RANCache, RANForCausalLM
-from conftest import randomize, tiny_config
+from conftest import DEVICE, randomize, tiny_config
 
 
 def make_lm(seed=0, dtype=torch.float64, **overrides):
     torch.manual_seed(seed)
     model = randomize(RANForCausalLM(tiny_config(window_size=8, **overrides)), seed=seed).eval()
-    return model.to(dtype)
+    return model.to(device=DEVICE, dtype=dtype)
 
 
 def random_ids(batch, length, seed=0):
-    return torch.randint(1, 97, (batch, length), generator=torch.Generator().manual_seed(seed))
+    return torch.randint(1, 97, (batch, length), generator=torch.Generator().manual_seed(seed)).to(DEVICE)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -95,7 +95,7 @@ def test_token_by_token_and_chunked_prefill_equal_one_forward(dtype, tolerance):
 def test_left_padded_rows_equal_their_unpadded_selves():
     model = make_lm()
     a, b = random_ids(1, 19, seed=3)[0], random_ids(1, 30, seed=4)[0]
-    batch = torch.zeros(2, 30, dtype=torch.long)
+    batch = torch.zeros(2, 30, dtype=torch.long, device=DEVICE)
     batch[0, 11:], batch[1] = a, b
     with torch.no_grad():
         logits = model(batch, attention_mask=(batch != 0).long()).logits
@@ -160,7 +160,7 @@ def test_batched_left_padded_generation_equals_one_prompt_at_a_time():
     model = make_lm()
     prompts = [random_ids(1, n, seed=n)[0] for n in (5, 13, 9)]
     width = max(len(p) for p in prompts)
-    batch = torch.zeros(len(prompts), width, dtype=torch.long)
+    batch = torch.zeros(len(prompts), width, dtype=torch.long, device=DEVICE)
     for i, p in enumerate(prompts):
         batch[i, width - len(p):] = p
     together = model.generate(batch, attention_mask=(batch != 0).long(), do_sample=False, **GENERATE)
@@ -236,7 +236,7 @@ def test_causal_lm_save_load_keeps_ties_and_generates(tmp_path):
 
     model = make_lm(dtype=torch.float32)
     model.save_pretrained(tmp_path)
-    loaded = AutoModelForCausalLM.from_pretrained(tmp_path).eval()
+    loaded = AutoModelForCausalLM.from_pretrained(tmp_path).to(DEVICE).eval()
     assert isinstance(loaded, RANForCausalLM) and loaded.config.is_decoder
     assert loaded.lm_head.decoder.weight is loaded.ran.embeddings.word_embeddings.weight
     prompt = random_ids(1, 9)

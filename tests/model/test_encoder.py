@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from ran_hf import RANConfig, RANModel
-from conftest import randomize, tiny_config
+from conftest import DEVICE, randomize, tiny_config
 from ran_hf import reference as oracle
 
 
@@ -14,17 +14,17 @@ TOLERANCE = 1e-5
 
 def make_model(seed=0, **overrides):
     torch.manual_seed(seed)
-    return randomize(RANModel(tiny_config(**overrides)), seed=seed).eval()
+    return randomize(RANModel(tiny_config(**overrides)), seed=seed).to(DEVICE).eval()
 
 
 def documents(lengths, vocab=97, seed=0):
     generator = torch.Generator().manual_seed(seed)
-    return [torch.randint(1, vocab, (n,), generator=generator) for n in lengths]
+    return [torch.randint(1, vocab, (n,), generator=generator).to(DEVICE) for n in lengths]
 
 
 def pad_batch(docs, length=None, left=False):
     length = length or max(len(d) for d in docs)
-    ids = torch.zeros(len(docs), length, dtype=torch.long)
+    ids = torch.zeros(len(docs), length, dtype=torch.long, device=DEVICE)
     for i, d in enumerate(docs):
         if left:
             ids[i, length - len(d):] = d
@@ -117,8 +117,8 @@ def test_window_chunks_on_cpu_change_nothing(monkeypatch, chunk_tokens):
 
 def test_inputs_embeds_and_initial_cell_match_oracle():
     model = make_model()
-    embeds = torch.randn(1, 29, 32)
-    cell = torch.randn(1, 32)
+    embeds = torch.randn(1, 29, 32).to(DEVICE)
+    cell = torch.randn(1, 32).to(DEVICE)
     with torch.no_grad():
         out = model(inputs_embeds=embeds, initial_cell=cell)
     ref = oracle.encode(model, embeds=embeds[0], initial_cell=cell[0])
@@ -133,6 +133,7 @@ def test_initial_cell_is_decided_per_row():
     ids = torch.stack(ids)
     cell = torch.zeros(2, 32)
     cell[1] = torch.randn(32)
+    cell = cell.to(DEVICE)
     with torch.no_grad():
         batched = model(ids, initial_cell=cell)
         alone = model(ids[:1])
@@ -181,7 +182,7 @@ def test_default_mask_comes_from_pad_token_id():
 def test_all_pad_row_is_finite_and_does_not_disturb_the_batch():
     model = make_model()
     doc = documents([21], seed=4)[0]
-    ids = torch.zeros(2, 21, dtype=torch.long)
+    ids = torch.zeros(2, 21, dtype=torch.long, device=DEVICE)
     ids[1] = doc
     with torch.no_grad():
         out = model(ids)
@@ -288,7 +289,7 @@ def test_config_round_trip_and_auto_classes(tmp_path):
     model.save_pretrained(tmp_path)
     config = AutoConfig.from_pretrained(tmp_path)
     assert isinstance(config, RANConfig) and config.cell_pooling == "mean" and not config.use_memory_review
-    loaded = AutoModel.from_pretrained(tmp_path).eval()
+    loaded = AutoModel.from_pretrained(tmp_path).to(DEVICE).eval()
     assert isinstance(loaded, RANModel)
     ids = documents([19])[0][None]
     with torch.no_grad():

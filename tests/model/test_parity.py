@@ -12,7 +12,7 @@ import torch
 
 from ran_hf import RANConfig, RANModel
 from ran_hf.convert_official_checkpoint import main as convert_main
-from conftest import FIXTURES, convert_fixture
+from conftest import DEVICE, FIXTURES, convert_fixture
 
 
 ENCODER = os.path.join(FIXTURES, "fixture_encoder.npz")
@@ -27,7 +27,7 @@ def converted(tmp_path_factory):
 
 
 def max_error(tensor, expected):
-    return float(np.abs(tensor.detach().numpy() - expected).max())
+    return float(np.abs(tensor.detach().cpu().numpy() - expected).max())
 
 
 def test_converted_directory_loads_with_all_weights(converted):
@@ -40,8 +40,8 @@ def test_converted_directory_loads_with_all_weights(converted):
 @pytest.mark.parametrize("case", ["b2_l70", "b1_l10", "b1_l16", "b1_l32", "b1_l66"])
 def test_encoder_outputs_match_rannet(converted, case):
     path, fixture, _ = converted
-    ids = torch.from_numpy(fixture[f"{case}/input_ids"]).long()
-    model = RANModel.from_pretrained(path).eval()
+    ids = torch.from_numpy(fixture[f"{case}/input_ids"]).long().to(DEVICE)
+    model = RANModel.from_pretrained(path).to(DEVICE).eval()
     with torch.no_grad():
         out = model(ids, output_hidden_states=True)
     assert max_error(out.last_hidden_state, fixture[f"{case}/sequence_output"]) <= TOLERANCE
@@ -51,7 +51,7 @@ def test_encoder_outputs_match_rannet(converted, case):
     assert max_error(out.hidden_states[1], fixture[f"{case}/debug_ran0_sequence_output"]) <= TOLERANCE
 
     # layer 0's last cell is the cell layer 1 starts from: read it from a one-layer model with the same weights
-    one_layer = RANModel.from_pretrained(path, num_hidden_layers=1).eval()
+    one_layer = RANModel.from_pretrained(path, num_hidden_layers=1).to(DEVICE).eval()
     with torch.no_grad():
         assert max_error(one_layer(ids).last_cell, fixture[f"{case}/debug_ran0_last_cell"]) <= TOLERANCE
 
@@ -67,8 +67,8 @@ def test_encoder_outputs_match_rannet(converted, case):
 )
 def test_pooling_variants_match_rannet(converted, case, overrides, output, expected):
     path, fixture, _ = converted
-    ids = torch.from_numpy(fixture[f"{case}/input_ids"]).long()
-    model = RANModel.from_pretrained(path, **overrides).eval()
+    ids = torch.from_numpy(fixture[f"{case}/input_ids"]).long().to(DEVICE)
+    model = RANModel.from_pretrained(path, **overrides).to(DEVICE).eval()
     with torch.no_grad():
         out = model(ids)
     assert max_error(getattr(out, output), fixture[f"{case}/{expected}"]) <= TOLERANCE
