@@ -1441,8 +1441,9 @@ def _check_forward_kwargs(model: nn.Module, kwargs: dict) -> None:
 
 def _log_bidirectional_notice(class_name: str) -> None:
     logger.warning(
-        f"{class_name}: the config is causal (`is_decoder=True`, e.g. a RANForCausalLM checkpoint); this head uses the "
-        "bidirectional encoder, so every token sees the whole document. Load with `RANForCausalLM` for the causal LM."
+        f"{class_name}: the config is causal (`is_decoder=True`, e.g. a RANForCausalLM checkpoint); {class_name} uses "
+        "the bidirectional encoder instead, so every token sees the whole document. Load the checkpoint with "
+        "`RANForCausalLM` for the causal language model."
     )
 
 
