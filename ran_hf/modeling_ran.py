@@ -1339,7 +1339,9 @@ class RANModel(RANPreTrainedModel):
                     f"{' of ' + str(input_ids.dtype) if isinstance(input_ids, torch.Tensor) else ''}."
                 )
             shape = tuple(input_ids.shape)
-            if input_ids.numel() and not _is_tracing() and (int(input_ids.min()) < 0 or int(input_ids.max()) >= self.config.vocab_size):
+            if input_ids.numel() and not _is_tracing() and (
+                int(input_ids.min()) < 0 or int(input_ids.max()) >= self.config.vocab_size
+            ):
                 raise ValueError(
                     f"RANModel: `input_ids` must lie in [0, vocab_size={self.config.vocab_size}); got values in "
                     f"[{int(input_ids.min())}, {int(input_ids.max())}]. Check that the tokenizer matches the model "
@@ -1358,8 +1360,9 @@ class RANModel(RANPreTrainedModel):
                 inputs_embeds.dtype.is_floating_point and torch.is_autocast_enabled(inputs_embeds.device.type)
             ):
                 raise TypeError(
-                    f"RANModel: `inputs_embeds` must have the model's dtype {expected_dtype}, got {inputs_embeds.dtype};"
-                    f" pass `inputs_embeds.to({expected_dtype})` (or cast the model with `model.to(dtype)`)."
+                    f"RANModel: `inputs_embeds` must have the model's dtype {expected_dtype}, got "
+                    f"{inputs_embeds.dtype}; pass `inputs_embeds.to({expected_dtype})` (or cast the model with "
+                    "`model.to(dtype)`)."
                 )
             shape = tuple(inputs_embeds.shape[:2])
         if shape[0] == 0 or shape[1] == 0:

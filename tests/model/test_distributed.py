@@ -61,8 +61,9 @@ def train(output_dir: str, per_device_batch: int) -> dict:
 
 
 def test_two_process_ddp_equals_one_process_with_the_same_global_batch(tmp_path, one_thread):
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(
-        [os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), os.environ.get("PYTHONPATH", "")])}
+    repository = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = {**os.environ, "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join([repository, os.environ.get("PYTHONPATH", "")])}
     launched = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", __file__,
          str(tmp_path / "ddp"), str(GLOBAL_BATCH // 2)],

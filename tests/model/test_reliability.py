@@ -203,7 +203,8 @@ IDS = torch.randint(1, 97, (2, 11), generator=torch.Generator().manual_seed(3))
 @pytest.mark.parametrize(
     "cls, config, labels, error, match",
     [
-        (RANForSequenceClassification, {}, torch.tensor([0, 2]), ValueError, r"`labels` must lie in \[0, 2\) or be -100"),
+        (RANForSequenceClassification, {}, torch.tensor([0, 2]), ValueError,
+         r"`labels` must lie in \[0, 2\) or be -100"),
         (RANForSequenceClassification, {}, torch.tensor([0, -3]), ValueError, r"must lie in \[0, 2\).*got -3"),
         (RANForSequenceClassification, {}, torch.tensor([0, 1, 1]), ValueError,
          r"`labels` must have shape \(2,\) or \(2, 1\), got \(3,\)"),
