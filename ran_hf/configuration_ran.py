@@ -1,6 +1,9 @@
 # Copyright 2026 The ran_hf authors. Licensed under the Apache License, Version 2.0.
 """Configuration of the Recurrent Attention Network (RAN, Li et al., ACL 2023, arXiv 2306.06843)."""
 
+import typing
+from typing import Literal
+
 from huggingface_hub.dataclasses import strict
 from transformers import PreTrainedConfig
 from transformers.activations import ACT2FN
@@ -44,6 +47,10 @@ class RANConfig(PreTrainedConfig):
         tie_word_embeddings (`bool`, defaults to `True`): tie LM decoders to the input embeddings.
         use_cache (`bool`, defaults to `True`): whether [`RANForCausalLM`] returns its recurrent cache.
 
+    Every value is checked on construction (`ValueError` naming the field and the allowed values; float fields also
+    take integer literals, `layer_norm_eps=1` is `1.0`), and again by every forward pass of the model, so an invalid
+    value assigned after construction (`config.window_size = 0`) is caught before it reaches torch.
+
     Example:
 
     ```python
@@ -63,17 +70,17 @@ class RANConfig(PreTrainedConfig):
     window_size: int = 256
     min_window_size: int = 16
     hidden_act: str = "swish"
-    hidden_dropout_prob: float | int = 0.1
-    attention_probs_dropout_prob: float | int = 0.1
+    hidden_dropout_prob: float = 0.1
+    attention_probs_dropout_prob: float = 0.1
     layer_norm_eps: float = 1e-7
     initializer_range: float = 0.02
-    rope_theta: float | int = 10000.0
+    rope_theta: float = 10000.0
     use_memory_review: bool = True
     use_rotary: bool = True
     use_cell_residual: bool = True
-    cell_pooling: str = "last"
-    pooler_pooling: str = "max"
-    pooler_type: str = "cell"
+    cell_pooling: Literal["last", "mean", "max"] = "last"
+    pooler_pooling: Literal["max", "mean"] = "max"
+    pooler_type: Literal["cell", "average"] = "cell"
     pad_token_id: int | None = 0
     bos_token_id: int | None = None
     eos_token_id: int | list[int] | None = None
@@ -86,49 +93,81 @@ class RANConfig(PreTrainedConfig):
         self._check_values()
 
     def _check_values(self):
+        """Raise a `ValueError` naming the first invalid field. Runs on construction and at the start of every forward
+        pass, so it reads the fields straight from `__dict__` (a few microseconds)."""
+        v = self.__dict__
         for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "attention_head_size",
                      "window_size"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"RANConfig: `{name}` must be a positive integer, got {value!r}.")
-        if self.attention_head_size % 2 and self.use_rotary:
+            if not isinstance(v[name], int) or isinstance(v[name], bool) or v[name] < 1:
+                raise ValueError(f"RANConfig: `{name}` must be a positive integer, got {v[name]!r}.")
+        if v["attention_head_size"] % 2 and v["use_rotary"]:
             raise ValueError(
-                f"RANConfig: `attention_head_size` must be even for rotary embeddings, got {self.attention_head_size};"
+                f"RANConfig: `attention_head_size` must be even for rotary embeddings, got {v['attention_head_size']};"
                 " use an even size or set `use_rotary=False`."
             )
-        if not isinstance(self.min_window_size, int) or not 0 <= self.min_window_size <= self.window_size:
+        if not isinstance(v["min_window_size"], int) or not 0 <= v["min_window_size"] <= v["window_size"]:
             raise ValueError(
-                f"RANConfig: `min_window_size` must be an integer in [0, window_size={self.window_size}], got "
-                f"{self.min_window_size!r} (0 or 1 turns the merge of a short last window off)."
+                f"RANConfig: `min_window_size` must be an integer in [0, window_size={v['window_size']}], got "
+                f"{v['min_window_size']!r} (0 or 1 turns the merge of a short last window off)."
             )
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
-            value = getattr(self, name)
-            if not 0.0 <= value < 1.0:
-                raise ValueError(f"RANConfig: `{name}` must be in [0, 1), got {value!r}.")
-        if not self.layer_norm_eps > 0:
-            raise ValueError(f"RANConfig: `layer_norm_eps` must be positive, got {self.layer_norm_eps!r}.")
-        if not self.rope_theta > 0:
-            raise ValueError(f"RANConfig: `rope_theta` must be positive, got {self.rope_theta!r}.")
-        if self.hidden_act not in ACT2FN:
+            if not 0.0 <= v[name] < 1.0:
+                raise ValueError(f"RANConfig: `{name}` must be in [0, 1), got {v[name]!r}.")
+        for name in ("layer_norm_eps", "rope_theta"):
+            if not v[name] > 0:
+                raise ValueError(f"RANConfig: `{name}` must be positive, got {v[name]!r}.")
+        if v["hidden_act"] not in ACT2FN:
             raise ValueError(
                 f"RANConfig: `hidden_act` must be one of transformers' activations (e.g. 'swish', 'gelu', 'relu'), "
-                f"got {self.hidden_act!r}."
+                f"got {v['hidden_act']!r}."
             )
-        choices = {"cell_pooling": ("last", "mean", "max"), "pooler_pooling": ("max", "mean"),
-                   "pooler_type": ("cell", "average")}
-        for name, allowed in choices.items():
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"RANConfig: `{name}` must be one of {allowed}, got {getattr(self, name)!r}.")
-        if self.pad_token_id is not None and not 0 <= self.pad_token_id < self.vocab_size:
+        for name in _CHOICE_FIELDS:
+            _check_choice(name, v[name])
+        pad_token_id = v.get("pad_token_id")
+        if pad_token_id is not None and not 0 <= pad_token_id < v["vocab_size"]:
             raise ValueError(
-                f"RANConfig: `pad_token_id` must be None or in [0, vocab_size={self.vocab_size}), got "
-                f"{self.pad_token_id!r}."
+                f"RANConfig: `pad_token_id` must be None or in [0, vocab_size={v['vocab_size']}), got "
+                f"{pad_token_id!r}."
             )
 
     @property
     def all_head_size(self) -> int:
         """A = H * d, the width of the window attention's q, k and v."""
         return self.num_attention_heads * self.attention_head_size
+
+
+# `Literal` fields and their allowed values, and the float fields that also take an integer literal (`1` for `1.0`)
+_CHOICE_FIELDS = {
+    name: typing.get_args(annotation)
+    for name, annotation in RANConfig.__annotations__.items()
+    if typing.get_origin(annotation) is Literal
+}
+_FLOAT_FIELDS = frozenset(name for name, annotation in RANConfig.__annotations__.items() if annotation is float)
+
+
+def _check_choice(name: str, value) -> None:
+    allowed = _CHOICE_FIELDS[name]
+    if value not in allowed:
+        raise ValueError(f"RANConfig: `{name}` must be one of {allowed}, got {value!r}.")
+
+
+def _coerce_then_validate(strict_setattr):
+    """Wraps the strict dataclass `__setattr__` (which runs on construction, on `from_pretrained` and on every later
+    assignment): an integer for a float field becomes a float (`layer_norm_eps=1`), and a choice field outside its
+    `Literal` gets a `ValueError` naming the allowed values (strict's own type check would raise a
+    `StrictDataclassFieldValidationError`, which is not a `ValueError`)."""
+
+    def __setattr__(self, name, value):
+        if name in _FLOAT_FIELDS and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        elif name in _CHOICE_FIELDS:
+            _check_choice(name, value)
+        strict_setattr(self, name, value)
+
+    return __setattr__
+
+
+RANConfig.__setattr__ = _coerce_then_validate(RANConfig.__setattr__)
 
 
 __all__ = ["RANConfig"]

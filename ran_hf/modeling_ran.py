@@ -19,6 +19,10 @@ Fast path: all token projections and all windows' attention run batched over the
 (a few D x D mat-vecs per window) is sequential.
 """
 
+import contextvars
+import copy
+import difflib
+import inspect
 import math
 from dataclasses import dataclass
 
@@ -841,6 +845,10 @@ def _masked_max(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 # ----------------------------------------------------------------------------------------------------------------------
 
 
+# set while `from_pretrained` of a bidirectional class (everything but RANForCausalLM) builds its model
+_LOADING_AS_ENCODER = contextvars.ContextVar("ran_loading_as_encoder", default=False)
+
+
 class RANPreTrainedModel(PreTrainedModel):
     config_class = RANConfig
     config: RANConfig
@@ -850,6 +858,29 @@ class RANPreTrainedModel(PreTrainedModel):
     _supports_sdpa = True
     _supports_flash_attn = False  # flash kernels take no per-key mask (see `RANWindowAttention.forward`)
     _supports_flex_attn = True
+    # RANForCausalLM keeps the causal encoder of a causal checkpoint; every other class loads it bidirectional
+    _is_causal_lm = False
+
+    def __init__(self, config: RANConfig, *inputs, **kwargs):
+        if config.is_decoder and _LOADING_AS_ENCODER.get():
+            # `from_pretrained` hands the model a private deep copy of the config, so this changes nothing the caller
+            # holds (tested)
+            _log_bidirectional_notice(type(self).__name__)
+            config.is_decoder = False
+        super().__init__(config, *inputs, **kwargs)
+
+    @classmethod
+    def from_pretrained(cls, *args, **kwargs):
+        """`PreTrainedModel.from_pretrained`, except that a causal checkpoint (e.g. `run_clm.py`'s output, saved with
+        `is_decoder=True`) loads into every class but [`RANForCausalLM`] with the bidirectional encoder, with a logged
+        notice: a classifier, tagger, QA or MLM head (or `AutoModel`) sees the whole document. Pass
+        `is_decoder=True` to keep the causal encoder (e.g. `RANModel.from_pretrained(path, is_decoder=True)`)."""
+        as_encoder = not cls._is_causal_lm and not kwargs.get("is_decoder", False)
+        token = _LOADING_AS_ENCODER.set(as_encoder)
+        try:
+            return super().from_pretrained(*args, **kwargs)
+        finally:
+            _LOADING_AS_ENCODER.reset(token)
 
     def save_pretrained(self, save_directory, *args, **kwargs):
         """`save_pretrained`, writing every RAN head into `config.auto_map` (not only this model's class), so a
@@ -1044,6 +1075,7 @@ class RANModel(RANPreTrainedModel):
         a token in window i reads `[s_0, c_1 .. c_{i-1}]`, and every layer starts from its own initial cell
         (`initial_cell` seeds the first layer only). So the output at position t depends on tokens <= t only.
         """
+        _check_forward_kwargs(self, kwargs)
         output_attentions = output_attentions if output_attentions is not None else self.config.output_attentions
         output_hidden_states = (
             output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
@@ -1124,7 +1156,10 @@ class RANModel(RANPreTrainedModel):
         return last_cell
 
     def _check_inputs(self, input_ids, attention_mask, inputs_embeds, initial_cell) -> torch.Tensor:
-        """Validate the arguments and return the (B, L) bool mask of real tokens."""
+        """Validate the arguments (and the config, which may have been edited since construction) and return the
+        (B, L) bool mask of real tokens."""
+        if not _is_tracing():
+            self.config._check_values()
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("RANModel: pass exactly one of `input_ids` and `inputs_embeds`.")
         if input_ids is not None:
@@ -1135,7 +1170,9 @@ class RANModel(RANPreTrainedModel):
                     f"{' of ' + str(input_ids.dtype) if isinstance(input_ids, torch.Tensor) else ''}."
                 )
             shape = tuple(input_ids.shape)
-            if input_ids.numel() and (int(input_ids.min()) < 0 or int(input_ids.max()) >= self.config.vocab_size):
+            if input_ids.numel() and not _is_tracing() and (
+                int(input_ids.min()) < 0 or int(input_ids.max()) >= self.config.vocab_size
+            ):
                 raise ValueError(
                     f"RANModel: `input_ids` must lie in [0, vocab_size={self.config.vocab_size}); got values in "
                     f"[{int(input_ids.min())}, {int(input_ids.max())}]. Check that the tokenizer matches the model "
@@ -1148,6 +1185,15 @@ class RANModel(RANPreTrainedModel):
                 raise ValueError(
                     "RANModel: `inputs_embeds` must be a float tensor of shape (batch_size, sequence_length, "
                     f"hidden_size={self.config.hidden_size}), got {tuple(getattr(inputs_embeds, 'shape', ()))}."
+                )
+            expected_dtype = self.embeddings.word_embeddings.weight.dtype
+            if inputs_embeds.dtype != expected_dtype and not (
+                inputs_embeds.dtype.is_floating_point and torch.is_autocast_enabled(inputs_embeds.device.type)
+            ):
+                raise TypeError(
+                    f"RANModel: `inputs_embeds` must have the model's dtype {expected_dtype}, got "
+                    f"{inputs_embeds.dtype}; pass `inputs_embeds.to({expected_dtype})` (or cast the model with "
+                    "`model.to(dtype)`)."
                 )
             shape = tuple(inputs_embeds.shape[:2])
         if shape[0] == 0 or shape[1] == 0:
@@ -1171,7 +1217,9 @@ class RANModel(RANPreTrainedModel):
                 f"RANModel: `attention_mask` must have the shape of the input, (batch_size, sequence_length) = "
                 f"{shape}; got {tuple(getattr(attention_mask, 'shape', ()))}."
             )
-        if attention_mask.dtype != torch.bool and bool(((attention_mask != 0) & (attention_mask != 1)).any()):
+        if attention_mask.dtype != torch.bool and not _is_tracing() and bool(
+            ((attention_mask != 0) & (attention_mask != 1)).any()
+        ):
             raise ValueError("RANModel: `attention_mask` must hold only 0 (padding) and 1 (real token).")
         return attention_mask.to(device=device).bool()
 
@@ -1198,6 +1246,118 @@ class RANLMHead(nn.Module):
         return self.decoder(self.norm(self.act(self.dense(self.dropout(hidden_states)))))
 
 
+def _is_tracing() -> bool:
+    """True under `torch.compile` / `torch.export`, where checks that read tensor values are skipped (they would
+    break the graph); eager calls get every check."""
+    return torch.compiler.is_compiling() or torch.compiler.is_exporting() or torch.jit.is_tracing()
+
+
+# keyword arguments a forward takes through `**kwargs` without naming them: Trainer's loss normaliser, and the
+# cache position `generate()` may add (RAN's recurrent cache keeps its own count)
+_PASS_THROUGH_KWARGS = frozenset({"num_items_in_batch", "cache_position"})
+_KWARG_HINTS = {"token_type_ids": "RAN has no token types; call the tokenizer with `return_token_type_ids=False`",
+                "position_ids": "RAN's positions are rotary and restart in every window; there are no position ids",
+                "head_mask": "RAN has no head mask"}
+
+
+def _check_forward_kwargs(model: nn.Module, kwargs: dict) -> None:
+    """A keyword the forward does not know would otherwise vanish into `**kwargs` (`attn_mask=` for
+    `attention_mask=`): raise a `TypeError` naming it, as Python does for a function without `**kwargs`."""
+    unknown = [name for name in kwargs if name not in _PASS_THROUGH_KWARGS]
+    if not unknown:
+        return
+    name = unknown[0]
+    known = [p for p in inspect.signature(type(model).forward).parameters if p not in ("self", "kwargs")]
+    close = difflib.get_close_matches(name, known + sorted(_PASS_THROUGH_KWARGS), n=1)
+    hint = _KWARG_HINTS.get(name, f"did you mean `{close[0]}`?" if close else f"it takes {', '.join(known)}")
+    raise TypeError(f"{type(model).__name__}.forward() got an unexpected keyword argument `{name}` ({hint}).")
+
+
+def _log_bidirectional_notice(class_name: str) -> None:
+    logger.warning(
+        f"{class_name}: the config is causal (`is_decoder=True`, e.g. a RANForCausalLM checkpoint); {class_name} uses "
+        "the bidirectional encoder instead, so every token sees the whole document. Load the checkpoint with "
+        "`RANForCausalLM` for the causal language model."
+    )
+
+
+def _as_encoder_config(config: RANConfig, class_name: str) -> RANConfig:
+    """The config a bidirectional head builds from: a copy with `is_decoder=False` when the given one is causal (the
+    caller's object is never changed)."""
+    if not config.is_decoder:
+        return config
+    _log_bidirectional_notice(class_name)
+    config = copy.deepcopy(config)
+    config.is_decoder = False
+    return config
+
+
+def _check_labels(model_name: str, name: str, labels, shapes: tuple, num_classes: int | None) -> None:
+    """`labels` must be a tensor of one of `shapes`; with `num_classes`, integer class indices in
+    `[0, num_classes)` or -100 (ignored)."""
+    if not isinstance(labels, torch.Tensor):
+        raise TypeError(f"{model_name}: `{name}` must be a tensor, got {type(labels).__name__}.")
+    if tuple(labels.shape) not in shapes:
+        raise ValueError(
+            f"{model_name}: `{name}` must have shape {' or '.join(str(shape) for shape in shapes)}, got "
+            f"{tuple(labels.shape)}."
+        )
+    if num_classes is None:
+        return
+    if labels.dtype.is_floating_point or labels.dtype == torch.bool:
+        raise TypeError(f"{model_name}: `{name}` must hold integer class indices, got {labels.dtype}.")
+    if labels.numel() and not _is_tracing():
+        bad = ((labels < 0) & (labels != -100)) | (labels >= num_classes)
+        if bool(bad.any()):
+            raise ValueError(
+                f"{model_name}: `{name}` must lie in [0, {num_classes}) or be -100 (ignored); got "
+                f"{int(labels[bad][0])}."
+            )
+
+
+def _check_sequence_labels(model_name: str, labels, config: RANConfig, batch_size: int) -> None:
+    """Labels of [`RANForSequenceClassification`] for the problem type Transformers' loss will pick (set in
+    `config.problem_type`, else regression for one label, single-label for integer labels, multi-label otherwise)."""
+    num_labels = config.num_labels
+    if not isinstance(labels, torch.Tensor):
+        raise TypeError(f"{model_name}: `labels` must be a tensor, got {type(labels).__name__}.")
+    problem_type = config.problem_type
+    if problem_type is None:
+        if num_labels == 1:
+            problem_type = "regression"
+        elif labels.dtype in (torch.long, torch.int):
+            problem_type = "single_label_classification"
+        else:
+            problem_type = "multi_label_classification"
+    if problem_type == "single_label_classification":
+        _check_labels(model_name, "labels", labels, ((batch_size,), (batch_size, 1)), num_labels)
+        return
+    one_per_row = ((batch_size,), (batch_size, 1)) if num_labels == 1 else ()
+    _check_labels(model_name, "labels", labels, one_per_row + ((batch_size, num_labels),), None)
+    if not labels.dtype.is_floating_point:
+        raise TypeError(
+            f"{model_name}: `labels` must be floats for {problem_type} (num_labels={num_labels}), got {labels.dtype}; "
+            "single-label classification takes torch.long class indices and num_labels >= 2."
+        )
+    if problem_type == "multi_label_classification" and labels.numel() and not _is_tracing():
+        if bool(((labels < 0) | (labels > 1)).any()):
+            raise ValueError(f"{model_name}: multi-label `labels` must lie in [0, 1] (one target per label).")
+
+
+def _answer_positions(model_name: str, name: str, positions, batch_size: int, length: int) -> torch.Tensor:
+    """QA positions, shape (B,) or (B, 1), as Transformers' loss takes them, with -100 moved past the end of the
+    input (Transformers would clamp it to 0 and train towards the first token). Other negatives raise."""
+    _check_labels(model_name, name, positions, ((batch_size,), (batch_size, 1)), None)
+    if positions.dtype.is_floating_point or positions.dtype == torch.bool:
+        raise TypeError(f"{model_name}: `{name}` must hold integer token indices, got {positions.dtype}.")
+    if not _is_tracing() and bool(((positions < 0) & (positions != -100)).any()):
+        raise ValueError(
+            f"{model_name}: `{name}` must be token indices >= 0 (indices past the input, and -100, are ignored); got "
+            f"{int(positions[(positions < 0) & (positions != -100)][0])}."
+        )
+    return positions.masked_fill(positions == -100, length)
+
+
 def _encoder_kwargs(attention_mask, inputs_embeds, initial_cell, output_hidden_states, output_attentions) -> dict:
     return dict(attention_mask=attention_mask, inputs_embeds=inputs_embeds, initial_cell=initial_cell,
                 output_hidden_states=output_hidden_states, output_attentions=output_attentions, return_dict=True)
@@ -1213,6 +1373,7 @@ class RANForMaskedLM(RANPreTrainedModel):
     _keys_to_ignore_on_load_unexpected = [r"^ran\.pooler\."]
 
     def __init__(self, config: RANConfig):
+        config = _as_encoder_config(config, type(self).__name__)
         super().__init__(config)
         self.ran = RANModel(config, add_pooling_layer=False)
         self.lm_head = RANLMHead(config)
@@ -1241,11 +1402,13 @@ class RANForMaskedLM(RANPreTrainedModel):
         labels (`torch.LongTensor` of shape `(batch_size, sequence_length)`, *optional*):
             Token ids to predict; -100 marks positions without a loss (and pads, if you like).
         """
+        _check_forward_kwargs(self, kwargs)
         outputs = self.ran(input_ids, **_encoder_kwargs(attention_mask, inputs_embeds, initial_cell,
                                                          output_hidden_states, output_attentions))
         logits = self.lm_head(outputs.last_hidden_state)
         loss = None
         if labels is not None:
+            _check_labels(type(self).__name__, "labels", labels, (tuple(logits.shape[:2]),), self.config.vocab_size)
             loss = self.loss_function(logits, labels, vocab_size=self.config.vocab_size, **kwargs)
         output = MaskedLMOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
                                 attentions=outputs.attentions)
@@ -1260,6 +1423,7 @@ class RANForSequenceClassification(RANPreTrainedModel):
     _keys_to_ignore_on_load_unexpected = [r"^lm_head\."]
 
     def __init__(self, config: RANConfig):
+        config = _as_encoder_config(config, type(self).__name__)
         super().__init__(config)
         self.num_labels = config.num_labels
         self.ran = RANModel(config)
@@ -1283,11 +1447,13 @@ class RANForSequenceClassification(RANPreTrainedModel):
         labels (`torch.Tensor` of shape `(batch_size,)`, or `(batch_size, num_labels)` for multi-label, *optional*):
             Class indices (single-label), floats (regression) or 0/1 floats per label (multi-label).
         """
+        _check_forward_kwargs(self, kwargs)
         outputs = self.ran(input_ids, **_encoder_kwargs(attention_mask, inputs_embeds, initial_cell,
                                                          output_hidden_states, output_attentions))
         logits = self.classifier(self.dropout(outputs.pooler_output))
         loss = None
         if labels is not None:
+            _check_sequence_labels(type(self).__name__, labels, self.config, logits.shape[0])
             loss = self.loss_function(labels, logits, self.config, **kwargs)
         output = SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
                                           attentions=outputs.attentions)
@@ -1300,6 +1466,7 @@ class RANForTokenClassification(RANPreTrainedModel):
     _keys_to_ignore_on_load_unexpected = [r"^ran\.pooler\.", r"^lm_head\."]
 
     def __init__(self, config: RANConfig):
+        config = _as_encoder_config(config, type(self).__name__)
         super().__init__(config)
         self.num_labels = config.num_labels
         self.ran = RANModel(config, add_pooling_layer=False)
@@ -1323,11 +1490,13 @@ class RANForTokenClassification(RANPreTrainedModel):
         labels (`torch.LongTensor` of shape `(batch_size, sequence_length)`, *optional*):
             Tag indices in `[0, num_labels)`; -100 for positions without a loss (pads, continuation word pieces).
         """
+        _check_forward_kwargs(self, kwargs)
         outputs = self.ran(input_ids, **_encoder_kwargs(attention_mask, inputs_embeds, initial_cell,
                                                          output_hidden_states, output_attentions))
         logits = self.classifier(self.dropout(outputs.last_hidden_state))
         loss = None
         if labels is not None:
+            _check_labels(type(self).__name__, "labels", labels, (tuple(logits.shape[:2]),), self.config.num_labels)
             loss = self.loss_function(logits, labels, self.config, **kwargs)
         output = TokenClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
                                        attentions=outputs.attentions)
@@ -1341,6 +1510,7 @@ class RANForQuestionAnswering(RANPreTrainedModel):
     _keys_to_ignore_on_load_unexpected = [r"^ran\.pooler\.", r"^lm_head\."]
 
     def __init__(self, config: RANConfig):
+        config = _as_encoder_config(config, type(self).__name__)
         super().__init__(config)
         self.ran = RANModel(config, add_pooling_layer=False)
         self.qa_outputs = nn.Linear(config.hidden_size, 2)
@@ -1361,8 +1531,10 @@ class RANForQuestionAnswering(RANPreTrainedModel):
     ) -> QuestionAnsweringModelOutput | tuple:
         r"""
         start_positions, end_positions (`torch.LongTensor` of shape `(batch_size,)`, *optional*):
-            Token index of the answer's first and last token; positions outside the input are ignored in the loss.
+            Token index of the answer's first and last token; positions past the end of the input, and -100, are
+            ignored in the loss (give both or neither).
         """
+        _check_forward_kwargs(self, kwargs)
         outputs = self.ran(input_ids, **_encoder_kwargs(attention_mask, inputs_embeds, initial_cell,
                                                          output_hidden_states, output_attentions))
         start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).unbind(-1)
@@ -1371,7 +1543,14 @@ class RANForQuestionAnswering(RANPreTrainedModel):
             start_logits = start_logits.masked_fill(~real, torch.finfo(start_logits.dtype).min)
             end_logits = end_logits.masked_fill(~real, torch.finfo(end_logits.dtype).min)
         loss = None
-        if start_positions is not None and end_positions is not None:
+        if (start_positions is None) != (end_positions is None):
+            raise ValueError(f"{type(self).__name__}: pass both `start_positions` and `end_positions` (or neither).")
+        if start_positions is not None:
+            length = start_logits.shape[1]
+            start_positions, end_positions = (
+                _answer_positions(type(self).__name__, name, positions, start_logits.shape[0], length)
+                for name, positions in (("start_positions", start_positions), ("end_positions", end_positions))
+            )
             loss = self.loss_function(start_logits, end_logits, start_positions, end_positions, **kwargs)
         output = QuestionAnsweringModelOutput(loss=loss, start_logits=start_logits, end_logits=end_logits,
                                               hidden_states=outputs.hidden_states, attentions=outputs.attentions)
@@ -1381,7 +1560,7 @@ class RANForQuestionAnswering(RANPreTrainedModel):
 class RANForCausalLM(RANPreTrainedModel, GenerationMixin):
     """Causal RAN language model with an LM head tied to the input embeddings, and `generate()` on a constant-size
     recurrent cache ([`RANCache`]). The encoder runs in causal mode (see `RANModel.forward`) whatever
-    `config.is_decoder` says when the model is built."""
+    `config.is_decoder` says when the model is built (it works on a copy; the caller's config is not changed)."""
 
     _tied_weights_keys = {
         "lm_head.decoder.weight": "ran.embeddings.word_embeddings.weight",
@@ -1389,10 +1568,12 @@ class RANForCausalLM(RANPreTrainedModel, GenerationMixin):
     }
     _keys_to_ignore_on_load_unexpected = [r"^ran\.pooler\."]
     _is_stateful = True
+    _is_causal_lm = True
 
     def __init__(self, config: RANConfig):
         if not config.is_decoder:
-            logger.info("RANForCausalLM: setting `config.is_decoder=True` (causal windows, no merge, no leakage).")
+            logger.info("RANForCausalLM: using a copy of the config with `is_decoder=True` (causal windows, no merge).")
+            config = copy.deepcopy(config)
             config.is_decoder = True
         super().__init__(config)
         self.ran = RANModel(config, add_pooling_layer=False)
@@ -1432,12 +1613,20 @@ class RANForCausalLM(RANPreTrainedModel, GenerationMixin):
         past_key_values (`RANCache`, *optional*): state to continue from; returned updated when `use_cache`.
         logits_to_keep (`int`, *optional*): compute logits for the last `logits_to_keep` positions only (0: all).
         """
+        _check_forward_kwargs(self, kwargs)
         outputs = self.ran(
             input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds, initial_cell=initial_cell,
             past_key_values=past_key_values, use_cache=use_cache, output_hidden_states=output_hidden_states,
             output_attentions=output_attentions, return_dict=True,
         )
         hidden = outputs.last_hidden_state
+        if labels is not None:
+            _check_labels(type(self).__name__, "labels", labels, (tuple(hidden.shape[:2]),), self.config.vocab_size)
+            if logits_to_keep and logits_to_keep < hidden.shape[1]:
+                raise ValueError(
+                    f"{type(self).__name__}: `labels` need the logits of every position; pass `logits_to_keep=0` "
+                    f"(got {logits_to_keep})."
+                )
         if logits_to_keep:
             hidden = hidden[:, -logits_to_keep:]
         logits = self.lm_head(hidden)

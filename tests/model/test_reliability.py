@@ -1,0 +1,292 @@
+"""Config isolation and input validation (issue 17 items 2 and 7, issue 15's `Literal` config fields).
+
+* A causal checkpoint (what `run_clm.py` writes) loads into every head and Auto class; only the causal LM keeps the
+  causal encoder, every other class sees the whole document. No constructor changes the caller's config.
+* Bad labels, `inputs_embeds`, config values and keyword arguments get a clear error naming the argument before
+  they reach torch; harmless variants (integer literals for float fields, -100 QA positions) are accepted.
+"""
+
+import copy
+import logging
+
+import pytest
+import torch
+import torch.nn.functional as F
+from transformers import (
+    AutoModel,
+    AutoModelForCausalLM,
+    AutoModelForMaskedLM,
+    AutoModelForQuestionAnswering,
+    AutoModelForSequenceClassification,
+    AutoModelForTokenClassification,
+)
+
+from ran_hf import (
+    RANConfig,
+    RANForCausalLM,
+    RANForMaskedLM,
+    RANForQuestionAnswering,
+    RANForSequenceClassification,
+    RANForTokenClassification,
+    RANModel,
+)
+from conftest import randomize, tiny_config
+
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+BIDIRECTIONAL_AUTO = [AutoModel, AutoModelForMaskedLM, AutoModelForSequenceClassification,
+                      AutoModelForTokenClassification, AutoModelForQuestionAnswering]
+HEADS = [RANModel, RANForMaskedLM, RANForSequenceClassification, RANForTokenClassification, RANForQuestionAnswering]
+
+
+def first_position_output(model, ids):
+    """The output at position 0 (first token), whatever the head: hidden state, logits, or span logits."""
+    out = model(ids)
+    if isinstance(model, RANForSequenceClassification):
+        return out.logits[0]  # a pooled document vector: any token changes it in bidirectional mode
+    if isinstance(model, RANForQuestionAnswering):
+        return out.start_logits[0, 0]
+    if isinstance(model, RANModel):
+        return out.last_hidden_state[0, 0]
+    return out.logits[0, 0]
+
+
+def ids_and_late_change(length=20, seed=0):
+    ids = torch.randint(1, 97, (1, length), generator=torch.Generator().manual_seed(seed))
+    late = ids.clone()
+    late[0, -1] = ids[0, -1] % 96 + 1  # a different real token at the last position (a later window)
+    return ids, late
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# item 2: the causal LM does not change its config; causal checkpoints load bidirectional elsewhere
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def causal_checkpoint(tmp_path_factory):
+    path = tmp_path_factory.mktemp("clm")
+    config = tiny_config(num_labels=3)
+    model = randomize(RANForCausalLM(config), seed=1)
+    assert config.is_decoder is False, "RANForCausalLM changed the caller's config"
+    model.save_pretrained(path)
+    return path
+
+
+def test_causal_lm_works_on_a_copy_of_the_config():
+    config = tiny_config()
+    before = config.to_dict()
+    model = RANForCausalLM(config)
+    assert model.config.is_decoder and model.config is not config
+    assert config.to_dict() == before and not config.is_decoder
+    # a classifier built from the same config object afterwards is the ordinary bidirectional one
+    classifier = RANForSequenceClassification(config).eval()
+    ids, late = ids_and_late_change()
+    with torch.no_grad():
+        assert not torch.equal(classifier(ids).logits, classifier(late).logits)
+
+
+@pytest.mark.parametrize("auto_class", BIDIRECTIONAL_AUTO, ids=lambda c: c.__name__)
+def test_causal_checkpoint_loads_bidirectional_in_every_other_class(causal_checkpoint, auto_class, caplog):
+    ids, late = ids_and_late_change()
+    with caplog.at_level(logging.WARNING, logger="ran_hf"):
+        model = auto_class.from_pretrained(causal_checkpoint).eval()
+    assert not model.config.is_decoder
+    assert any("bidirectional encoder" in record.getMessage() for record in caplog.records), "no notice logged"
+    with torch.no_grad():
+        early, early_after_change = first_position_output(model, ids), first_position_output(model, late)
+    assert float((early - early_after_change).abs().max()) > 1e-6, "the first token does not see the last one"
+    # the weights are the causal LM's: the shared encoder gives the same tokens at position 0 in causal mode
+    causal = RANForCausalLM.from_pretrained(causal_checkpoint).eval()
+    assert causal.config.is_decoder
+    assert torch.equal(model.state_dict()["ran.embeddings.word_embeddings.weight" if not isinstance(model, RANModel)
+                                          else "embeddings.word_embeddings.weight"],
+                       causal.state_dict()["ran.embeddings.word_embeddings.weight"])
+
+
+def test_causal_checkpoint_round_trip_keeps_causal_lm_causal(causal_checkpoint):
+    model = AutoModelForCausalLM.from_pretrained(causal_checkpoint).eval()
+    assert isinstance(model, RANForCausalLM) and model.config.is_decoder
+    ids, late = ids_and_late_change()
+    with torch.no_grad():
+        assert torch.equal(model(ids).logits[0, :-1], model(late).logits[0, :-1])
+
+
+@pytest.mark.parametrize("cls", HEADS[1:], ids=lambda c: c.__name__)
+def test_heads_built_from_a_causal_config_are_bidirectional_and_leave_it_alone(cls):
+    config = tiny_config(is_decoder=True)
+    snapshot = copy.deepcopy(config.to_dict())
+    model = cls(config).eval()
+    assert config.to_dict() == snapshot, f"{cls.__name__} changed the caller's config"
+    assert not model.config.is_decoder
+    ids, late = ids_and_late_change()
+    with torch.no_grad():
+        assert not torch.equal(first_position_output(model, ids), first_position_output(model, late))
+
+
+def test_passing_a_config_object_to_from_pretrained_leaves_it_alone(causal_checkpoint):
+    config = RANConfig.from_pretrained(causal_checkpoint)
+    assert config.is_decoder
+    model = AutoModel.from_pretrained(causal_checkpoint, config=config)
+    assert config.is_decoder and not model.config.is_decoder
+
+
+def test_the_bare_encoder_can_still_be_causal_on_request(causal_checkpoint):
+    assert RANModel(tiny_config(is_decoder=True)).config.is_decoder  # built directly: RANForCausalLM's body
+    model = RANModel.from_pretrained(causal_checkpoint, is_decoder=True).eval()
+    assert model.config.is_decoder
+    ids, late = ids_and_late_change()
+    with torch.no_grad():
+        assert torch.equal(model(ids).last_hidden_state[0, :-1], model(late).last_hidden_state[0, :-1])
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# issue 15: choice fields are Literal types; item 7: integer literals for float fields, config checked at forward
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def test_choice_fields_are_literals_validated_with_the_allowed_values():
+    from typing import Literal, get_args, get_origin
+
+    annotations = RANConfig.__annotations__
+    for name in ("cell_pooling", "pooler_pooling", "pooler_type"):
+        assert get_origin(annotations[name]) is Literal, name
+        allowed = get_args(annotations[name])
+        for value in allowed:
+            assert getattr(tiny_config(**{name: value}), name) == value
+        with pytest.raises(ValueError, match=rf"`{name}` must be one of \({allowed[0]!r}.*got 'nope'"):
+            tiny_config(**{name: "nope"})
+        config = tiny_config()
+        with pytest.raises(ValueError, match=rf"`{name}` must be one of"):
+            setattr(config, name, "nope")  # also after construction
+
+
+def test_integer_literals_for_float_fields_are_accepted_as_floats(tmp_path):
+    config = tiny_config(layer_norm_eps=1, rope_theta=10000, hidden_dropout_prob=0, attention_probs_dropout_prob=0,
+                         initializer_range=1)
+    for name in ("layer_norm_eps", "rope_theta", "hidden_dropout_prob", "attention_probs_dropout_prob",
+                 "initializer_range"):
+        assert type(getattr(config, name)) is float, name
+    config.layer_norm_eps = 2
+    assert config.layer_norm_eps == 2.0 and type(config.layer_norm_eps) is float
+    config.save_pretrained(tmp_path)
+    assert RANConfig.from_pretrained(tmp_path).layer_norm_eps == 2.0
+    RANModel(config)(torch.ones(1, 5, dtype=torch.long))
+
+
+@pytest.mark.parametrize(
+    "name, value, match",
+    [("window_size", 0, "`window_size` must be a positive integer"),
+     ("min_window_size", 50, r"`min_window_size` must be an integer in \[0, window_size=8\]"),
+     ("hidden_dropout_prob", 1.5, r"`hidden_dropout_prob` must be in \[0, 1\)"),
+     ("layer_norm_eps", -1.0, "`layer_norm_eps` must be positive"),
+     ("hidden_act", "nope", "`hidden_act` must be one of"),
+     ("pad_token_id", 200, "`pad_token_id` must be None or in")],
+)
+@pytest.mark.parametrize("cls", [RANModel, RANForCausalLM], ids=lambda c: c.__name__)
+def test_config_edited_into_an_invalid_value_is_caught_at_forward(cls, name, value, match):
+    model = cls(tiny_config()).eval()
+    setattr(model.config, name, value)
+    with pytest.raises(ValueError, match=match):
+        model(torch.ones(1, 5, dtype=torch.long))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# item 7: labels, inputs_embeds and keyword arguments
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+IDS = torch.randint(1, 97, (2, 11), generator=torch.Generator().manual_seed(3))
+
+
+@pytest.mark.parametrize(
+    "cls, config, labels, error, match",
+    [
+        (RANForSequenceClassification, {}, torch.tensor([0, 2]), ValueError,
+         r"`labels` must lie in \[0, 2\) or be -100"),
+        (RANForSequenceClassification, {}, torch.tensor([0, -3]), ValueError, r"must lie in \[0, 2\).*got -3"),
+        (RANForSequenceClassification, {}, torch.tensor([0, 1, 1]), ValueError,
+         r"`labels` must have shape \(2,\) or \(2, 1\), got \(3,\)"),
+        (RANForSequenceClassification, {}, torch.ones(2, 3), ValueError, r"shape \(2, 2\), got \(2, 3\)"),
+        (RANForSequenceClassification, {}, torch.tensor([[0.0, 2.0], [1.0, 0.0]]), ValueError,
+         r"multi-label `labels` must lie in \[0, 1\]"),
+        (RANForSequenceClassification, dict(num_labels=1), torch.tensor([1, 0]), TypeError,
+         "must be floats for regression"),
+        (RANForSequenceClassification, dict(problem_type="single_label_classification"), torch.tensor([0.0, 1.0]),
+         TypeError, "integer class indices"),
+        (RANForTokenClassification, {}, torch.full((2, 11), 2), ValueError, r"must lie in \[0, 2\)"),
+        (RANForTokenClassification, {}, torch.zeros(2, 10, dtype=torch.long), ValueError,
+         r"`labels` must have shape \(2, 11\), got \(2, 10\)"),
+        (RANForMaskedLM, {}, torch.full((2, 11), 97), ValueError, r"`labels` must lie in \[0, 97\) or be -100"),
+        (RANForMaskedLM, {}, torch.zeros(11, dtype=torch.long), ValueError, r"shape \(2, 11\)"),
+        (RANForCausalLM, {}, torch.full((2, 11), 500), ValueError, r"`labels` must lie in \[0, 97\)"),
+        (RANForCausalLM, {}, torch.zeros(2, 12, dtype=torch.long), ValueError, r"shape \(2, 11\), got \(2, 12\)"),
+    ],
+)
+def test_bad_labels_get_a_clear_error(cls, config, labels, error, match):
+    model = cls(tiny_config(**config))
+    with pytest.raises(error, match=match):
+        model(IDS, labels=labels)
+
+
+@pytest.mark.parametrize("cls", [RANForSequenceClassification, RANForTokenClassification, RANForMaskedLM,
+                                 RANForCausalLM], ids=lambda c: c.__name__)
+def test_minus_100_stays_the_ignore_index(cls):
+    model = randomize(cls(tiny_config()), seed=2).eval()
+    shape = (2,) if cls is RANForSequenceClassification else (2, 11)
+    labels = torch.full(shape, -100)
+    labels[0] = 1
+    with torch.no_grad():
+        loss = model(IDS, labels=labels).loss
+    assert torch.isfinite(loss)
+
+
+def test_question_answering_positions():
+    model = randomize(RANForQuestionAnswering(tiny_config()), seed=2).eval()
+    with torch.no_grad():
+        out = model(IDS, start_positions=torch.tensor([3, -100]), end_positions=torch.tensor([[5], [-100]]))
+        # -100 is ignored (Transformers alone would clamp it to position 0 and train towards the first token)
+        expected = (F.cross_entropy(out.start_logits[:1], torch.tensor([3])) +
+                    F.cross_entropy(out.end_logits[:1], torch.tensor([5]))) / 2
+        torch.testing.assert_close(out.loss, expected)
+    for kwargs, error, match in [
+        (dict(start_positions=torch.tensor([3, -2]), end_positions=torch.tensor([5, 6])), ValueError,
+         r"`start_positions` must be token indices >= 0.*got -2"),
+        (dict(start_positions=torch.tensor([3, 1, 2]), end_positions=torch.tensor([5, 6, 7])), ValueError,
+         r"`start_positions` must have shape \(2,\) or \(2, 1\)"),
+        (dict(start_positions=torch.tensor([3.0, 1.0]), end_positions=torch.tensor([5, 6])), TypeError,
+         "integer token indices"),
+        (dict(start_positions=torch.tensor([3, 1])), ValueError, "pass both `start_positions` and `end_positions`"),
+    ]:
+        with pytest.raises(error, match=match):
+            model(IDS, **kwargs)
+
+
+@pytest.mark.parametrize("dtype, match", [(torch.long, "torch.int64"), (torch.float64, "torch.float64")])
+def test_inputs_embeds_of_the_wrong_dtype(dtype, match):
+    model = RANForSequenceClassification(tiny_config())
+    with pytest.raises(TypeError, match=rf"`inputs_embeds` must have the model's dtype torch.float32, got {match}"):
+        model(inputs_embeds=torch.ones(2, 5, 32, dtype=dtype))
+    # the matching dtype works, in float64 too once the model is cast
+    model.double()(inputs_embeds=torch.ones(2, 5, 32, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("cls", HEADS + [RANForCausalLM], ids=lambda c: c.__name__)
+def test_unknown_keyword_arguments_are_rejected(cls):
+    model = cls(tiny_config())
+    with pytest.raises(TypeError, match=r"unexpected keyword argument `attn_mask` \(did you mean `attention_mask`\?\)"):
+        model(IDS, attn_mask=torch.ones_like(IDS))
+    with pytest.raises(TypeError, match="`token_type_ids`.*RAN has no token types"):
+        model(IDS, token_type_ids=torch.zeros_like(IDS))
+
+
+def test_keywords_trainer_and_generate_pass_are_accepted():
+    model = randomize(RANForSequenceClassification(tiny_config()), seed=1)
+    labels = torch.tensor([0, 1])
+    loss = model(IDS, labels=labels, num_items_in_batch=torch.tensor(2)).loss
+    assert torch.isfinite(loss)
+    lm = randomize(RANForCausalLM(tiny_config()), seed=1).eval()
+    out = lm.generate(IDS, attention_mask=torch.ones_like(IDS), max_new_tokens=3, do_sample=False)
+    assert out.shape == (2, 14)
+    lm(IDS, cache_position=torch.arange(11))
