@@ -601,10 +601,11 @@ def run_all(args) -> dict:
     print(f"matmul throughput: fp32 {meta.get('matmul_gflops_fp32')} GFLOP/s, bf16 {meta.get('matmul_gflops_bf16')}"
           f" GFLOP/s", flush=True)
     rannet_size = all(args.size[k] == v for k, v in RANNET_SIZE.items())
-    rannet_ok = os.path.exists(args.rannet_python) and rannet_size
+    rannet_ok = bool(args.rannet_python) and os.path.exists(args.rannet_python) and rannet_size
     for case in plan_cases(args, device):
         if case["model"] == "rannet" and not rannet_ok:
-            results.append({**case, "skipped": f"n/a: rannet Python {args.rannet_python} not found" if rannet_size
+            results.append({**case, "skipped": f"n/a: no rannet Python (--rannet-python) at "
+                            f"{args.rannet_python}" if rannet_size
                             else "n/a: rannet runs only the base-like size"})
             continue
         series = [r for r in results if r.get("kind") == "encoder" and all(
@@ -860,8 +861,9 @@ def main(argv=None):
     parser.add_argument("--wait-idle", type=float, default=0.0,
                         help="before each case wait up to this long for other processes to leave the CPU idle")
     parser.add_argument("--threads", type=int, default=0, help="torch threads in the cases (0: torch's default)")
-    parser.add_argument("--rannet-python", default=os.environ.get("RANNET_PYTHON", "/opt/rannet-venv/bin/python"),
-                        help="a Python 3.10 with tensorflow 2.10 and rannet==0.3.1 (default $RANNET_PYTHON)")
+    parser.add_argument("--rannet-python", default=os.environ.get("RANNET_PYTHON"),
+                        help="a Python 3.10 with tensorflow 2.10, numpy<2 and rannet==0.3.1 (default: $RANNET_PYTHON; "
+                             "without one the rannet rows are marked n/a)")
     parser.add_argument("--out-dir", default="bench_results/benchmark")
     parser.add_argument("--report-only", action="store_true", help="redo table and plots from out-dir/results.json")
     parser.add_argument("--case", help=argparse.SUPPRESS)

@@ -21,8 +21,8 @@ skips it with a warning instead.
 From scratch (a cased WordPiece tokenizer is trained on the training words unless `--tokenizer_name` is given;
 config flags as in run_classification.py) or from `--model_name_or_path`.
 
-    python run_scripts/run_ner.py --train_file /work/shared/data/conll2003/train.txt \
-        --validation_file /work/shared/data/conll2003/valid.txt --test_file /work/shared/data/conll2003/test.txt \
+    python run_scripts/run_ner.py --train_file conll2003/train.txt --validation_file conll2003/valid.txt \
+        --test_file conll2003/test.txt \
         --output_dir outputs/conll2003 --num_train_epochs 5
 """
 

@@ -11,8 +11,13 @@ import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+
+if TYPE_CHECKING:
+    from transformers import TrainingArguments
 
 
 def length_statistics(lengths: Sequence[int], limit: int = 512) -> dict:
@@ -94,9 +99,12 @@ def write_model_card(output_dir: str, *, title: str, description: str, auto_clas
     return path
 
 
-def command_line(script: str, argv: Sequence[str] | None) -> str:
+def command_line(program: str, argv: Sequence[str] | None) -> str:
+    """The command that reproduces a run: `python run_scripts/x.py ARGS` for a script in run_scripts/ (given by its
+    file name), `python -m research.y ARGS` for a module (given by its dotted name)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    return shlex.join(["python", f"run_scripts/{script}", *argv])
+    launcher = ["python", f"run_scripts/{program}"] if program.endswith(".py") else ["python", "-m", program]
+    return shlex.join([*launcher, *argv])
 
 
 def classification_scores(y_true: np.ndarray, y_pred: np.ndarray) -> dict:

@@ -7,8 +7,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+
+if TYPE_CHECKING:
+    from .model_args import RANModelArguments
 
 
 logger = logging.getLogger("run_scripts")

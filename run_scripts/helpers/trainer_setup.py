@@ -8,6 +8,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import datasets
 import numpy as np
@@ -15,6 +16,10 @@ import torch
 import transformers
 from transformers import Trainer, TrainingArguments
 from transformers.trainer_utils import IntervalStrategy, get_last_checkpoint
+
+
+if TYPE_CHECKING:
+    from .model_args import RANModelArguments
 
 
 logger = logging.getLogger("run_scripts")

@@ -6,7 +6,6 @@ a clear error."""
 import gzip
 import json
 import logging
-import os
 import random
 
 import numpy as np
