@@ -831,9 +831,9 @@ def main(argv=None):
                         help="another checkout of ran_hf (the folder holding its ran_hf/ package); the ran_source "
                              "cases import ran_hf from there (it is added to --models when not listed)")
     parser.add_argument("--lengths", nargs="+", type=int, default=list(DEFAULT_LENGTHS))
-    parser.add_argument("--modes", nargs="+", choices=MODES, default=["forward", "train", "train_gc"],
+    parser.add_argument("--modes", nargs="*", choices=MODES, default=["forward", "train", "train_gc"],
                         help="default: forward train train_gc; train_frozen_emb times the step without the "
-                             "word-embedding gradient and update")
+                             "word-embedding gradient and update; none: generation only")
     parser.add_argument("--gc-lengths", nargs="*", type=int, default=[65536],
                         help="lengths of the train_gc cases, those up to max(--lengths)")
     parser.add_argument("--dtypes", nargs="+", choices=DTYPES, default=None,
