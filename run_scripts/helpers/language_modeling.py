@@ -147,7 +147,6 @@ def lm_data_section(data_args: LMDataArguments, data: dict, tokenizer_source: st
             f"{tokenizer_source}. Document lengths in tokens:\n\n{length_report}")
 
 
-
 @dataclass
 class MLMDataArguments(LMDataArguments):
     mlm_probability: float = field(default=0.15, metadata={"help": "Share of tokens to mask."})
