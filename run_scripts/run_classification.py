@@ -51,40 +51,41 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+import datasets
 import numpy as np
 import torch
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import utils_ran  # noqa: E402
-from utils_ran import (  # noqa: E402
-    RANModelArguments,
-    RANTrainer,
-    build_model,
-    check_file,
-    classification_scores,
-    command_line,
-    disable_eval_if_no_data,
-    format_length_table,
-    format_metrics_table,
-    get_tokenizer,
-    length_statistics,
-    read_records,
-    resolve_checkpoint,
-    setup_logging,
-    setup_threads,
-    sort_by_length,
-    unsort,
-    write_model_card,
-)
-
-import datasets  # noqa: E402
-from transformers import (  # noqa: E402
+from transformers import (
+    AutoConfig,
     AutoModelForSequenceClassification,
     DataCollatorWithPadding,
     HfArgumentParser,
     TrainingArguments,
     set_seed,
+)
+
+from run_scripts.helpers.data_files import check_file, read_records, split_columns
+from run_scripts.helpers.model_args import RANModelArguments, build_model
+from run_scripts.helpers.reports import (
+    classification_scores,
+    command_line,
+    format_length_table,
+    format_metrics_table,
+    length_statistics,
+    write_model_card,
+)
+from run_scripts.helpers.tokenizer import get_tokenizer
+from run_scripts.helpers.trainer_setup import (
+    RANTrainer,
+    disable_eval_if_no_data,
+    parse_args,
+    resolve_checkpoint,
+    setup_logging,
+    setup_threads,
+    sort_by_length,
+    steps_given,
+    train_and_save,
+    trainer_defaults,
+    unsort,
 )
 
 
@@ -95,7 +96,7 @@ DEFAULT_TRAIN_FILE = os.path.join(DATA_DIR, "train-byarticle.jsonl.gz")
 DEFAULT_TEST_FILE = os.path.join(DATA_DIR, "test-byarticle.jsonl.gz")
 
 # Prepended to the command line (later flags win): the default job's training setup.
-SCRIPT_DEFAULTS = utils_ran.trainer_defaults(
+SCRIPT_DEFAULTS = trainer_defaults(
     "outputs/hyperpartisan", learning_rate="3e-4", epochs="6", train_batch_size="8", eval_batch_size="16",
     logging_steps="10", warmup="0.1", best_metric="macro_f1")
 # Added too when no data file is given (the default Hyperpartisan job): 2048 tokens keep 95% of its articles whole.
@@ -106,11 +107,6 @@ DATA_FLAGS = ("--train_file", "--validation_file", "--test_file")
 @dataclass
 class ModelArguments(RANModelArguments):
     tokenizer_vocab_size: int = field(default=8000, metadata={"help": "Vocabulary of a tokenizer trained here."})
-    torch_threads: int | None = field(
-        default=1,
-        metadata={"help": "torch.set_num_threads (0: torch's default). The tiny default model trains fastest "
-                          "single-threaded; raise it for bigger models."},
-    )
 
 
 @dataclass
@@ -239,7 +235,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser = HfArgumentParser((ModelArguments, DataTrainingArguments, TrainingArguments))
     default_job = not any(a.split("=", 1)[0] in DATA_FLAGS for a in argv)
     defaults = SCRIPT_DEFAULTS + (DEFAULT_JOB_ARGS if default_job else [])
-    model_args, data_args, training_args = utils_ran.parse_args(parser, argv, defaults)
+    model_args, data_args, training_args = parse_args(parser, argv, defaults)
     setup_logging(training_args)
     setup_threads(model_args)
     started = time.time()
@@ -249,7 +245,7 @@ def main(argv: list[str] | None = None) -> dict:
         data_args.train_file, data_args.test_file = DEFAULT_TRAIN_FILE, DEFAULT_TEST_FILE
         logger.info("No data files given: the default job, Hyperpartisan by-article (SemEval-2019 Task 4) from "
                     f"{DATA_DIR}.")
-    if not utils_ran.steps_given(argv):  # (TrainingArguments sets do_eval itself when eval_strategy != no)
+    if not steps_given(argv):  # (TrainingArguments sets do_eval itself when eval_strategy != no)
         training_args.do_train = data_args.train_file is not None
         training_args.do_eval = data_args.validation_file is not None or (
             training_args.do_train and data_args.validation_split_percentage > 0)
@@ -265,7 +261,7 @@ def main(argv: list[str] | None = None) -> dict:
     set_seed(training_args.seed)
 
     # ---- read the data (errors name file, line and fix)
-    text_cols, label_col = utils_ran.split_columns(data_args.text_column_name), data_args.label_column_name
+    text_cols, label_col = split_columns(data_args.text_column_name), data_args.label_column_name
     fields = [label_col]
     splits: dict[str, tuple[str, list[dict]]] = {}
     for split, path, arg in [("train", data_args.train_file, "train_file"),
@@ -290,7 +286,7 @@ def main(argv: list[str] | None = None) -> dict:
             raise ValueError(f"--train_file '{data_args.train_file}' has a single label ({label_list}); "
                              f"classification needs at least two.")
     else:
-        config = utils_ran.AutoConfig.from_pretrained(model_args.model_name_or_path,
+        config = AutoConfig.from_pretrained(model_args.model_name_or_path,
                                                       trust_remote_code=model_args.trust_remote_code)
         multi = config.problem_type == "multi_label_classification"
         label_list = [config.id2label[i] for i in range(config.num_labels)]
@@ -385,7 +381,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     results: dict = {"length_statistics": length_stats, "labels": label_list, "multi_label": multi}
     if training_args.do_train:
-        results["train"] = utils_ran.train_and_save(trainer, resume)
+        results["train"] = train_and_save(trainer, resume)
 
     if eval_dataset is not None:
         metrics = trainer.evaluate(eval_dataset)

@@ -21,8 +21,8 @@ skips it with a warning instead.
 From scratch (a cased WordPiece tokenizer is trained on the training words unless `--tokenizer_name` is given;
 config flags as in run_classification.py) or from `--model_name_or_path`.
 
-    python run_scripts/run_ner.py --train_file /work/shared/data/conll2003/train.txt \
-        --validation_file /work/shared/data/conll2003/valid.txt --test_file /work/shared/data/conll2003/test.txt \
+    python run_scripts/run_ner.py --train_file conll2003/train.txt --validation_file conll2003/valid.txt \
+        --test_file conll2003/test.txt \
         --output_dir outputs/conll2003 --num_train_epochs 5
 """
 
@@ -35,35 +35,12 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+import datasets
 import numpy as np
 import torch
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import utils_ran  # noqa: E402
-from utils_ran import (  # noqa: E402
-    RANModelArguments,
-    RANTrainer,
-    build_model,
-    check_file,
-    command_line,
-    disable_eval_if_no_data,
-    format_length_table,
-    format_metrics_table,
-    get_tokenizer,
-    length_statistics,
-    open_text,
-    resolve_checkpoint,
-    setup_logging,
-    setup_threads,
-    sort_by_length,
-    unsort,
-    write_model_card,
-)
-
-import datasets  # noqa: E402
-from seqeval.metrics import accuracy_score, classification_report, f1_score, precision_score, recall_score  # noqa: E402
-from transformers import (  # noqa: E402
+from seqeval.metrics import accuracy_score, classification_report, f1_score, precision_score, recall_score
+from transformers import (
+    AutoConfig,
     AutoModelForTokenClassification,
     DataCollatorForTokenClassification,
     HfArgumentParser,
@@ -71,10 +48,34 @@ from transformers import (  # noqa: E402
     set_seed,
 )
 
+from run_scripts.helpers.data_files import check_file, open_text
+from run_scripts.helpers.model_args import RANModelArguments, build_model
+from run_scripts.helpers.reports import (
+    command_line,
+    format_length_table,
+    format_metrics_table,
+    length_statistics,
+    write_model_card,
+)
+from run_scripts.helpers.tokenizer import get_tokenizer
+from run_scripts.helpers.trainer_setup import (
+    RANTrainer,
+    disable_eval_if_no_data,
+    parse_args,
+    resolve_checkpoint,
+    setup_logging,
+    setup_threads,
+    sort_by_length,
+    steps_given,
+    train_and_save,
+    trainer_defaults,
+    unsort,
+)
+
 
 logger = logging.getLogger("run_scripts")
 
-SCRIPT_DEFAULTS = utils_ran.trainer_defaults(
+SCRIPT_DEFAULTS = trainer_defaults(
     "outputs/ner", learning_rate="1e-3", epochs="5", train_batch_size="4", eval_batch_size="8", logging_steps="20",
     warmup="0.1", best_metric="f1")
 
@@ -83,9 +84,6 @@ SCRIPT_DEFAULTS = utils_ran.trainer_defaults(
 class ModelArguments(RANModelArguments):
     tokenizer_lowercase: bool = field(
         default=False, metadata={"help": "Lower-case in a tokenizer trained here (default cased: case helps NER)."}
-    )
-    torch_threads: int | None = field(
-        default=1, metadata={"help": "torch.set_num_threads (0: torch's default); tiny models: 1 is fastest."}
     )
 
 
@@ -264,11 +262,11 @@ def per_type_scores(gold: list, pred: list) -> dict:
 def main(argv: list[str] | None = None) -> dict:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = HfArgumentParser((ModelArguments, DataTrainingArguments, TrainingArguments))
-    model_args, data_args, training_args = utils_ran.parse_args(parser, argv, SCRIPT_DEFAULTS)
+    model_args, data_args, training_args = parse_args(parser, argv, SCRIPT_DEFAULTS)
     setup_logging(training_args)
     setup_threads(model_args)
     started = time.time()
-    if not utils_ran.steps_given(argv):
+    if not steps_given(argv):
         training_args.do_train = data_args.train_file is not None
         training_args.do_eval = data_args.validation_file is not None
         training_args.do_predict = data_args.test_file is not None
@@ -300,7 +298,7 @@ def main(argv: list[str] | None = None) -> dict:
     if "train" in examples:
         label_list = sorted({t for ex in examples["train"] for t in ex["tags"]}, key=lambda t: (t != "O", t[2:], t))
     else:
-        config = utils_ran.AutoConfig.from_pretrained(model_args.model_name_or_path,
+        config = AutoConfig.from_pretrained(model_args.model_name_or_path,
                                                       trust_remote_code=model_args.trust_remote_code)
         label_list = [config.id2label[i] for i in range(config.num_labels)]
     label2id = {t: i for i, t in enumerate(label_list)}
@@ -353,7 +351,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     results: dict = {"labels": label_list, "length_statistics": stats}
     if training_args.do_train:
-        results["train"] = utils_ran.train_and_save(trainer, resume)
+        results["train"] = train_and_save(trainer, resume)
 
     per_type = {}
     for split in ("validation", "test"):

@@ -22,13 +22,11 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from transformers import HfArgumentParser
 
-from utils_ran import (  # noqa: E402
-    check_file, command_line, file_format, read_records, split_columns, train_wordpiece_tokenizer,
-)  # noqa: E402
-
-from transformers import HfArgumentParser  # noqa: E402
+from run_scripts.helpers.data_files import check_file, file_format, read_records, split_columns
+from run_scripts.helpers.reports import command_line
+from run_scripts.helpers.tokenizer import train_wordpiece_tokenizer
 
 
 logger = logging.getLogger("run_scripts")

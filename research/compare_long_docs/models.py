@@ -1,0 +1,168 @@
+# Copyright 2026 The ran_hf authors. Licensed under the Apache License, Version 2.0.
+"""The compared models (RAN and BERT come from ran_hf / transformers; the chunk-pooling BERT, the BiLSTM and the
+two sentence models are defined here) and the batches each of them reads."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from ran_hf import RANConfig, RANForSequenceClassification
+
+
+TOKEN_MODELS = ("ran", "ran_no_mr", "bert512", "chunk_pool", "bilstm")
+SENTENCE_MODELS = ("aose", "ran_sent")
+MODELS = TOKEN_MODELS + SENTENCE_MODELS
+DATASETS = ("hyperpartisan", "20newsgroups", "imdb")
+MODEL_NAMES = {
+    "ran": "RAN", "ran_no_mr": "RAN, no memory review", "bert512": "BERT, first 512 tokens",
+    "chunk_pool": "BERT chunks of 512, mean-pooled", "bilstm": "BiLSTM, max-pooled",
+    "aose": "AoSE (frozen MiniLM sentences)", "ran_sent": "RAN over frozen MiniLM sentences",
+}
+CHUNK = 512  # BERT's position limit: the truncation and chunk length of the BERT baselines
+
+
+class ChunkPoolClassifier(nn.Module):
+    """A BERT encoder over 512-token chunks of a document; the chunks' [CLS] vectors are averaged and classified."""
+
+    def __init__(self, bert_config, num_labels: int):
+        super().__init__()
+        from transformers import BertModel
+
+        self.encoder = BertModel(bert_config, add_pooling_layer=False)
+        self.dropout = nn.Dropout(bert_config.hidden_dropout_prob)
+        self.classifier = nn.Linear(bert_config.hidden_size, num_labels)
+
+    def forward(self, chunk_ids: torch.Tensor, chunk_mask: torch.Tensor, chunk_doc: torch.Tensor, num_docs: int):
+        """chunk_ids/chunk_mask: (n_chunks, <=512) for all chunks of the batch; chunk_doc: (n_chunks,) their
+        document index. Returns (num_docs, num_labels) logits."""
+        cls = self.encoder(input_ids=chunk_ids, attention_mask=chunk_mask).last_hidden_state[:, 0]
+        summed = torch.zeros(num_docs, cls.shape[-1], dtype=cls.dtype).index_add_(0, chunk_doc, cls)
+        counts = torch.bincount(chunk_doc, minlength=num_docs).clamp(min=1).unsqueeze(-1).to(cls.dtype)
+        return self.classifier(self.dropout(summed / counts))
+
+
+class BiLSTMClassifier(nn.Module):
+    """Embeddings, one bidirectional LSTM layer over the whole document, max-pooling over real tokens, linear."""
+
+    def __init__(self, vocab_size: int, hidden_size: int, num_labels: int, dropout: float = 0.1):
+        super().__init__()
+        self.embeddings = nn.Embedding(vocab_size, hidden_size, padding_idx=0)
+        self.lstm = nn.LSTM(hidden_size, hidden_size, batch_first=True, bidirectional=True)
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(2 * hidden_size, num_labels)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        lengths = attention_mask.sum(1)
+        packed = nn.utils.rnn.pack_padded_sequence(self.dropout(self.embeddings(input_ids)), lengths.cpu(),
+                                                   batch_first=True, enforce_sorted=False)
+        states, _ = self.lstm(packed)
+        states, _ = nn.utils.rnn.pad_packed_sequence(states, batch_first=True, total_length=input_ids.shape[1])
+        states = states.masked_fill(~attention_mask.bool().unsqueeze(-1), float("-inf"))
+        return self.classifier(self.dropout(states.max(1).values))
+
+
+class SentenceAttentionClassifier(nn.Module):
+    """AoSE: attention over sentence embeddings s_i, u_i = tanh(W s_i + b), a_i = softmax_i(u_i . u_w),
+    document = sum_i a_i s_i, then dropout and a linear classifier."""
+
+    def __init__(self, embedding_size: int, num_labels: int, dropout: float = 0.1):
+        super().__init__()
+        self.projection = nn.Linear(embedding_size, embedding_size)
+        self.context = nn.Parameter(torch.randn(embedding_size) / math.sqrt(embedding_size))
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(embedding_size, num_labels)
+
+    def forward(self, sentences: torch.Tensor, sentence_mask: torch.Tensor) -> torch.Tensor:
+        """sentences: (B, S, E); sentence_mask: (B, S) with 1 for real sentences."""
+        scores = torch.tanh(self.projection(sentences)) @ self.context
+        weights = scores.masked_fill(~sentence_mask.bool(), float("-inf")).softmax(-1)
+        return self.classifier(self.dropout((weights.unsqueeze(-1) * sentences).sum(1)))
+
+
+class SentenceRANClassifier(nn.Module):
+    """RAN over frozen sentence embeddings: a linear map to the RAN width, then `RANForSequenceClassification`
+    with `inputs_embeds` (one window = `window_size` sentences)."""
+
+    def __init__(self, embedding_size: int, config: RANConfig):
+        super().__init__()
+        self.projection = nn.Linear(embedding_size, config.hidden_size)
+        self.ran = RANForSequenceClassification(config)
+
+    def forward(self, sentences: torch.Tensor, sentence_mask: torch.Tensor) -> torch.Tensor:
+        return self.ran(inputs_embeds=self.projection(sentences), attention_mask=sentence_mask).logits
+
+
+def build_model(name: str, args, vocab_size: int, num_labels: int, pooling: str | None = None) -> nn.Module:
+    """`pooling` is the RAN cell transform's pooling of token outputs (`pooler_pooling`, eq. 10; default the
+    authors' max)."""
+    from transformers import BertConfig, BertForSequenceClassification
+
+    width, heads = args.hidden_size, args.num_heads
+    if name in ("ran", "ran_no_mr"):
+        return RANForSequenceClassification(RANConfig(
+            vocab_size=vocab_size, hidden_size=width, num_hidden_layers=args.num_layers, num_attention_heads=heads,
+            attention_head_size=width // heads, window_size=args.window_size, num_labels=num_labels,
+            use_memory_review=name == "ran", pooler_pooling=pooling or "max"))
+    bert_config = BertConfig(vocab_size=vocab_size, hidden_size=width, num_hidden_layers=args.num_layers,
+                             num_attention_heads=heads, intermediate_size=4 * width, max_position_embeddings=CHUNK,
+                             num_labels=num_labels)
+    if name == "bert512":
+        return BertForSequenceClassification(bert_config)
+    if name == "chunk_pool":
+        return ChunkPoolClassifier(bert_config, num_labels)
+    if name == "bilstm":
+        return BiLSTMClassifier(vocab_size, width, num_labels)
+    if name == "aose":
+        return SentenceAttentionClassifier(args.sentence_dim, num_labels)
+    if name == "ran_sent":
+        return SentenceRANClassifier(args.sentence_dim, RANConfig(
+            vocab_size=8, hidden_size=width, num_hidden_layers=args.num_layers, num_attention_heads=heads,
+            attention_head_size=width // heads, window_size=args.sentence_window, min_window_size=4,
+            num_labels=num_labels))
+    raise ValueError(f"--models: unknown model {name!r}; choose from {MODELS}.")
+
+
+def parameter_count(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+
+def _pad(rows: list, value=0) -> torch.Tensor:
+    width = max(len(r) for r in rows)
+    return torch.tensor([list(r) + [value] * (width - len(r)) for r in rows])
+
+
+def make_batch(name: str, docs: list, cls_id: int, sep_id: int) -> dict:
+    """Model inputs for `docs`: token id lists (with [CLS] ... [SEP]) for token models, `(n, 384)` arrays for the
+    sentence models."""
+    if name in SENTENCE_MODELS:
+        size = max(len(d) for d in docs)
+        sentences = torch.zeros(len(docs), size, docs[0].shape[1])
+        mask = torch.zeros(len(docs), size, dtype=torch.long)
+        for i, d in enumerate(docs):
+            sentences[i, : len(d)] = torch.from_numpy(d)
+            mask[i, : len(d)] = 1
+        return {"sentences": sentences, "sentence_mask": mask}
+    if name == "chunk_pool":
+        chunks, owner = [], []
+        for i, ids in enumerate(docs):
+            body = ids[1:-1]
+            for start in range(0, max(len(body), 1), CHUNK - 2):
+                chunks.append([cls_id] + body[start: start + CHUNK - 2] + [sep_id])
+                owner.append(i)
+        chunk_ids = _pad(chunks)
+        return {"chunk_ids": chunk_ids, "chunk_mask": (chunk_ids != 0).long(), "chunk_doc": torch.tensor(owner),
+                "num_docs": len(docs)}
+    if name == "bert512":
+        docs = [ids[: CHUNK - 1] + [sep_id] if len(ids) > CHUNK else ids for ids in docs]
+    input_ids = _pad(docs)
+    return {"input_ids": input_ids, "attention_mask": (input_ids != 0).long()}
+
+
+def logits_of(model: nn.Module, name: str, batch: dict) -> torch.Tensor:
+    if name in ("ran", "ran_no_mr", "bert512"):
+        return model(**batch).logits
+    return model(**batch)

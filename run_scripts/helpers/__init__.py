@@ -1,0 +1,12 @@
+# Copyright 2026 The ran_hf authors. Licensed under the Apache License, Version 2.0.
+"""Helpers of the scripts in `run_scripts/`, one module per concern:
+
+- `data_files`: reading .jsonl/.json/.csv/.tsv/.txt files (optionally gzipped) with clear errors;
+- `tokenizer`: training and loading a WordPiece tokenizer for RAN, and the causal-LM prompt template;
+- `model_args`: the model arguments every script shares and building a RAN from scratch or a checkpoint;
+- `trainer_setup`: argument parsing with script defaults, logging, threads, checkpoints, the Trainer;
+- `reports`: length statistics, markdown tables, model cards, metrics, results logs;
+- `language_modeling`: the data and the shared main of run_mlm.py and run_clm.py.
+
+Not a public API of ran_hf: it changes with the scripts.
+"""

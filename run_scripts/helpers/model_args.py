@@ -1,0 +1,124 @@
+# Copyright 2026 The ran_hf authors. Licensed under the Apache License, Version 2.0.
+"""The model arguments every script shares (`RANModelArguments`) and building a RAN from scratch or from a
+checkpoint."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from transformers import AutoConfig
+
+from ran_hf import RANConfig
+
+
+logger = logging.getLogger("run_scripts")
+
+DEFAULT_TORCH_THREADS = 1  # the same in every script; the reason is in the --torch_threads help
+
+
+@dataclass
+class RANModelArguments:
+    """Where the model and tokenizer come from; the config of a model trained from scratch."""
+
+    model_name_or_path: str | None = field(
+        default=None,
+        metadata={"help": "A checkpoint directory (or Hub id) to start from. Leave unset to train from scratch with "
+                          "the config flags below."},
+    )
+    tokenizer_name: str | None = field(
+        default=None,
+        metadata={"help": "A tokenizer directory. Default: the one of --model_name_or_path, or else a WordPiece "
+                          "tokenizer trained on the training split (see --tokenizer_vocab_size)."},
+    )
+    tokenizer_vocab_size: int = field(default=16000, metadata={"help": "Vocabulary of a tokenizer trained here."})
+    tokenizer_min_frequency: int = field(default=2, metadata={"help": "Min pair frequency of a tokenizer trained here."})
+    tokenizer_lowercase: bool = field(default=True, metadata={"help": "Lower-case in a tokenizer trained here."})
+    hidden_size: int = field(default=128, metadata={"help": "From scratch: hidden size D."})
+    num_hidden_layers: int = field(default=2, metadata={"help": "From scratch: number of RAN layers."})
+    num_attention_heads: int = field(default=4, metadata={"help": "From scratch: attention heads."})
+    attention_head_size: int = field(default=32, metadata={"help": "From scratch: size of one head."})
+    window_size: int = field(default=128, metadata={"help": "From scratch: tokens per window."})
+    min_window_size: int = field(default=16, metadata={"help": "From scratch: a shorter last window is merged."})
+    hidden_dropout_prob: float = field(default=0.1, metadata={"help": "From scratch: hidden dropout."})
+    attention_probs_dropout_prob: float = field(default=0.1, metadata={"help": "From scratch: attention dropout."})
+    config_overrides: str | None = field(
+        default=None,
+        metadata={"help": "More RANConfig fields, 'key=value,key=value' (e.g. 'pooler_type=average,rope_theta=5e4'); "
+                          "applied from scratch and to a loaded config."},
+    )
+    trust_remote_code: bool = field(default=False, metadata={"help": "Allow code from the checkpoint directory."})
+    torch_threads: int = field(
+        default=DEFAULT_TORCH_THREADS,
+        metadata={"help": "torch.set_num_threads for this run; 0 keeps torch's default (one thread per core). The "
+                          "default is 1 in every script: the default RAN (hidden 128) runs its window recurrence as "
+                          "many small sequential matrix products, which extra threads mostly synchronise rather "
+                          "than speed up, and a single thread leaves the other cores to data loading and to other "
+                          "jobs. Raise it for wide models (hidden 512 and more) or long --block_size."},
+    )
+
+    def parsed_config_overrides(self) -> dict:
+        """`--config_overrides` as a dict, values typed like RANConfig's defaults."""
+        if not self.config_overrides:
+            return {}
+        defaults = RANConfig()
+        out = {}
+        for item in self.config_overrides.split(","):
+            key, sep, value = item.partition("=")
+            key = key.strip()
+            if not sep or not hasattr(defaults, key):
+                raise ValueError(f"--config_overrides: {item!r} is not 'field=value' with a RANConfig field.")
+            default = getattr(defaults, key)
+            value = value.strip()
+            if isinstance(default, bool):
+                if value.lower() not in ("true", "false"):
+                    raise ValueError(f"--config_overrides: {key} needs true or false, got {value!r}.")
+                out[key] = value.lower() == "true"
+            elif isinstance(default, int) and not isinstance(default, bool):
+                out[key] = int(value)
+            elif isinstance(default, float):
+                out[key] = float(value)
+            elif value.lower() in ("none", "null"):
+                out[key] = None
+            else:
+                out[key] = value
+        return out
+
+    def scratch_config_kwargs(self) -> dict:
+        return dict(hidden_size=self.hidden_size, num_hidden_layers=self.num_hidden_layers,
+                    num_attention_heads=self.num_attention_heads, attention_head_size=self.attention_head_size,
+                    window_size=self.window_size, min_window_size=min(self.min_window_size, self.window_size),
+                    hidden_dropout_prob=self.hidden_dropout_prob,
+                    attention_probs_dropout_prob=self.attention_probs_dropout_prob)
+
+
+def build_model(auto_class, model_args: RANModelArguments, tokenizer, config_overrides: dict | None = None,
+                ignore_mismatched_sizes: bool = False):
+    """A RAN from `--model_name_or_path` (with `config_overrides`, e.g. the labels) or from scratch (the config flags,
+    `vocab_size` = the tokenizer's size, `pad_token_id` = the tokenizer's pad id)."""
+    config_overrides = {**model_args.parsed_config_overrides(), **(config_overrides or {})}
+    if model_args.model_name_or_path:
+        config = AutoConfig.from_pretrained(model_args.model_name_or_path,
+                                            trust_remote_code=model_args.trust_remote_code)
+        if getattr(config, "model_type", None) != "ran":
+            logger.warning(f"--model_name_or_path {model_args.model_name_or_path} is a '{config.model_type}' "
+                           f"model, not RAN.")
+        for key, value in config_overrides.items():
+            setattr(config, key, value)
+        model = auto_class.from_pretrained(model_args.model_name_or_path, config=config,
+                                           trust_remote_code=model_args.trust_remote_code,
+                                           ignore_mismatched_sizes=ignore_mismatched_sizes)
+    else:
+        config = RANConfig(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
+                           **{**model_args.scratch_config_kwargs(), **config_overrides})
+        model = auto_class.from_config(config)
+    if len(tokenizer) > model.config.vocab_size:
+        raise ValueError(f"The tokenizer has {len(tokenizer)} tokens but the model's vocab_size is "
+                         f"{model.config.vocab_size}; use the tokenizer the model was trained with (--tokenizer_name).")
+    if model.config.pad_token_id != tokenizer.pad_token_id:
+        raise ValueError(f"The tokenizer's pad id ({tokenizer.pad_token_id}) differs from the model's "
+                         f"config.pad_token_id ({model.config.pad_token_id}).")
+    n_params = sum(p.numel() for p in model.parameters())
+    logger.info(f"Model: {type(model).__name__}, {n_params / 1e6:.2f}M parameters, "
+                f"{'from ' + model_args.model_name_or_path if model_args.model_name_or_path else 'from scratch'}.")
+    return model

@@ -1,0 +1,202 @@
+# Copyright 2026 The ran_hf authors. Licensed under the Apache License, Version 2.0.
+"""Trainer set-up shared by the scripts: argument parsing with script defaults, logging, threads, checkpoints,
+the evaluation switches, the Trainer subclass, and ordering evaluation data by length."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import datasets
+import numpy as np
+import torch
+import transformers
+from transformers import Trainer, TrainingArguments
+from transformers.trainer_utils import IntervalStrategy, get_last_checkpoint
+
+
+if TYPE_CHECKING:
+    from .model_args import RANModelArguments
+
+
+logger = logging.getLogger("run_scripts")
+
+
+def parse_args(parser, argv: Sequence[str] | None, script_defaults: Sequence[str] = ()):
+    """Parse `script_defaults + argv` (later flags win) or a single .json / .yaml file of arguments. A script default
+    that the user's own flags contradict is dropped with a logged notice (see `drop_contradicted_defaults`)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if len(argv) == 1 and argv[0].endswith(".json"):
+        return parser.parse_json_file(json_file=os.path.abspath(argv[0]))
+    if len(argv) == 1 and argv[0].endswith((".yaml", ".yml")):
+        return parser.parse_yaml_file(yaml_file=os.path.abspath(argv[0]))
+    defaults = drop_contradicted_defaults(list(script_defaults), argv)
+    return parser.parse_args_into_dataclasses(args=defaults + argv)
+
+
+def _flag_value(args: Sequence[str], flag: str) -> str | None:
+    """The last value given to `flag` in `args` (`--flag value` or `--flag=value`); "true" for a bare boolean flag;
+    None when absent."""
+    value = None
+    for i, arg in enumerate(args):
+        name, sep, inline = arg.partition("=")
+        if name != flag:
+            continue
+        if sep:
+            value = inline
+        elif i + 1 < len(args) and not args[i + 1].startswith("--"):
+            value = args[i + 1]
+        else:
+            value = "true"
+    return value
+
+
+def _remove_flag(args: list[str], flag: str) -> list[str]:
+    """`args` without `flag` and its value (if it has one)."""
+    out, skip = [], False
+    for i, arg in enumerate(args):
+        if skip:
+            skip = False
+            continue
+        name, sep, _ = arg.partition("=")
+        if name == flag:
+            skip = not sep and i + 1 < len(args) and not args[i + 1].startswith("--")
+            continue
+        out.append(arg)
+    return out
+
+
+def drop_contradicted_defaults(defaults: list[str], argv: Sequence[str]) -> list[str]:
+    """The script defaults without best-model selection when the user's strategies rule it out.
+
+    The scripts that select a model (classification, NER) default to `--load_best_model_at_end` with epoch-wise
+    evaluation and saving. Transformers refuses that combination unless evaluation and saving follow the same
+    schedule, so a user's `--save_strategy no` (or `--eval_strategy no`, or a save schedule different from the
+    evaluation one) would be rejected by the script's own default. The user's flag wins: unless the user asked for
+    `--load_best_model_at_end` too, it and `--metric_for_best_model` are dropped from the defaults, with a notice."""
+    if "--load_best_model_at_end" not in defaults or _flag_value(argv, "--load_best_model_at_end") is not None:
+        return defaults
+    eval_strategy = _flag_value(argv, "--eval_strategy") or _flag_value(defaults, "--eval_strategy") or "no"
+    save_strategy = _flag_value(argv, "--save_strategy") or _flag_value(defaults, "--save_strategy") or "steps"
+    if eval_strategy != "no" and save_strategy != "no" and (save_strategy == "best" or save_strategy == eval_strategy):
+        return defaults
+    logger.warning(f"--eval_strategy {eval_strategy} with --save_strategy {save_strategy}: the best checkpoint "
+                   f"cannot be selected on validation, so this script's default --load_best_model_at_end is off "
+                   f"(the model after the last step is saved). Pass matching strategies to select the best one.")
+    if _flag_value(argv, "--metric_for_best_model") is None:
+        defaults = _remove_flag(defaults, "--metric_for_best_model")
+    return _remove_flag(defaults, "--load_best_model_at_end")
+
+
+def trainer_defaults(output_dir: str, learning_rate: str, epochs: str, train_batch_size: str, eval_batch_size: str,
+                     logging_steps: str, warmup: str, save_total_limit: str = "1",
+                     best_metric: str | None = None) -> list[str]:
+    """The `TrainingArguments` flags a script puts in front of the user's (later flags win): epoch-wise evaluation and
+    checkpoints, no reporting integrations, seed 42, and no pinned memory without CUDA."""
+    flags = ["--output_dir", output_dir, "--learning_rate", learning_rate, "--num_train_epochs", epochs,
+             "--warmup_steps", warmup, "--weight_decay", "0.01", "--per_device_train_batch_size", train_batch_size,
+             "--per_device_eval_batch_size", eval_batch_size, "--eval_strategy", "epoch", "--save_strategy", "epoch",
+             "--save_total_limit", save_total_limit, "--logging_steps", logging_steps, "--report_to", "none",
+             "--seed", "42"]
+    if best_metric:
+        flags += ["--train_sampling_strategy", "group_by_length", "--load_best_model_at_end",
+                  "--metric_for_best_model", best_metric]
+    if not torch.cuda.is_available():
+        flags += ["--dataloader_pin_memory", "False"]
+    return flags
+
+
+def steps_given(argv: Sequence[str]) -> bool:
+    """Whether the command line names --do_train / --do_eval / --do_predict."""
+    return any(a.split("=", 1)[0] in ("--do_train", "--do_eval", "--do_predict") for a in argv)
+
+
+def setup_logging(training_args: TrainingArguments) -> None:
+    logging.basicConfig(format="%(asctime)s - %(levelname)s - %(name)s - %(message)s", datefmt="%m/%d/%Y %H:%M:%S",
+                        handlers=[logging.StreamHandler(sys.stdout)], force=True)
+    level = training_args.get_process_log_level()
+    datasets.utils.logging.set_verbosity(level)
+    transformers.utils.logging.set_verbosity(level)
+    transformers.utils.logging.enable_default_handler()
+    transformers.utils.logging.enable_explicit_format()
+    logger.setLevel(min(level, logging.INFO) if training_args.should_log else level)
+    datasets.disable_progress_bars()
+
+
+def setup_threads(model_args: RANModelArguments) -> None:
+    if model_args.torch_threads:
+        torch.set_num_threads(model_args.torch_threads)
+    logger.info(f"torch threads: {torch.get_num_threads()}")
+
+
+def resolve_checkpoint(training_args: TrainingArguments) -> str | None:
+    """`--resume_from_checkpoint DIR`, or `--resume_from_checkpoint last` for the newest checkpoint in output_dir."""
+    resume = training_args.resume_from_checkpoint
+    if resume in (None, "", "False", "false"):
+        if os.path.isdir(training_args.output_dir) and get_last_checkpoint(training_args.output_dir):
+            logger.warning(f"{training_args.output_dir} already holds checkpoints; this run starts over (pass "
+                           f"--resume_from_checkpoint last to continue the newest one).")
+        return None
+    if resume in ("last", "latest", "True", "true"):
+        found = get_last_checkpoint(training_args.output_dir) if os.path.isdir(training_args.output_dir) else None
+        if found is None:
+            raise FileNotFoundError(f"--resume_from_checkpoint {resume}: no checkpoint-* folder in "
+                                    f"{training_args.output_dir}.")
+        return found
+    if not os.path.isdir(resume):
+        raise FileNotFoundError(f"--resume_from_checkpoint: no such directory: '{resume}'.")
+    return resume
+
+
+def disable_eval_if_no_data(training_args: TrainingArguments, has_eval: bool) -> None:
+    """Without validation data, turn off periodic evaluation and best-model selection (the scripts' defaults)."""
+    if not has_eval and training_args.eval_strategy != IntervalStrategy.NO:
+        logger.info("No validation data: eval_strategy=no, load_best_model_at_end=False.")
+        training_args.eval_strategy = IntervalStrategy.NO
+        training_args.load_best_model_at_end = False
+        training_args.metric_for_best_model = None
+
+
+class RANTrainer(Trainer):
+    """Trainer whose evaluation and prediction read the dataset in order (even with
+    `train_sampling_strategy=group_by_length`), so predictions line up with the examples."""
+
+    def _get_eval_sampler(self, eval_dataset):
+        if self.args.world_size <= 1 and eval_dataset is not None:
+            return torch.utils.data.SequentialSampler(eval_dataset)
+        return super()._get_eval_sampler(eval_dataset)
+
+
+def train_and_save(trainer: Trainer, resume: str | None, **extra_metrics) -> dict:
+    """Train (resuming from `resume` if given), save the model and tokenizer into output_dir, and log and save the
+    training metrics (plus `extra_metrics`) and the trainer state. Returns the metrics."""
+    train_result = trainer.train(resume_from_checkpoint=resume)
+    if getattr(trainer.model.config, "is_decoder", False):
+        trainer.model.config.use_cache = True  # Trainer turns the cache off for training; generation wants it
+    trainer.save_model()
+    metrics = {**train_result.metrics, **extra_metrics}
+    trainer.log_metrics("train", metrics)
+    trainer.save_metrics("train", metrics)
+    trainer.save_state()
+    if trainer.state.best_model_checkpoint:
+        logger.info(f"Best checkpoint (on validation {trainer.args.metric_for_best_model}): "
+                    f"{trainer.state.best_model_checkpoint}")
+    return metrics
+
+
+def sort_by_length(dataset: datasets.Dataset, column: str = "input_ids") -> tuple[datasets.Dataset, np.ndarray]:
+    """The dataset sorted by decreasing length (less padding in evaluation batches) and the permutation used:
+    `sorted[i] = dataset[order[i]]`."""
+    lengths = np.array([len(x) for x in dataset[column]])
+    order = np.argsort(-lengths, kind="stable")
+    return dataset.select(order.tolist()), order
+
+
+def unsort(values: np.ndarray | list, order: np.ndarray) -> list:
+    out = [None] * len(order)
+    for position, index in enumerate(order):
+        out[int(index)] = values[position]
+    return out
