@@ -538,21 +538,23 @@ class RANLayerState:
         finished = layout.window_full.sum(-1)  # (B,) full windows: always a prefix of the row's windows
         last = (finished - 1).clamp(min=0)
         done = (finished > 0)[:, None]
-        cell = torch.where(done, passed_cells[rows, last], self.cell)
-        previous_cell = torch.where(done, cells[rows, last], self.previous_cell)
+        pick = (lambda x, index: x[:, 0]) if num_windows == 1 else (lambda x, index: x[rows, index])
+        cell = torch.where(done, pick(passed_cells, last), self.cell)
+        previous_cell = torch.where(done, pick(cells, last), self.previous_cell)
 
         # the open window: the first unfinished one; its keys are the past slots (when it is window 0) and its slots
-        window_size, num_past = self.window_keys.shape[1], layout.num_past
+        num_past = layout.num_past
         open_window = finished.clamp(max=num_windows - 1)
-        fill = layout.token_mask[rows, open_window].sum(-1)
-        offset = layout.offset if layout.offset is not None else torch.zeros_like(fill)
+        slot_mask = pick(layout.token_mask, open_window) & (finished < num_windows)[:, None]  # (B, C)
+        offset = layout.offset if layout.offset is not None else torch.zeros_like(finished)
         offset = torch.where(open_window == 0, offset, 0)
-        window_length = torch.where(finished < num_windows, offset + fill, 0)
-        position = torch.arange(window_size, device=device)[None, :]
-        source = torch.where(position < offset[:, None], position, num_past + position - offset[:, None])
-        source = source.clamp(max=keys.shape[2] - 1)[..., None, None].expand(-1, -1, *keys.shape[-2:])
-        window_keys = torch.gather(keys[rows, open_window], 1, source)
-        window_values = torch.gather(values[rows, open_window], 1, source)
+        window_length = torch.where(finished < num_windows, offset + slot_mask.sum(-1), 0)
+        # write the open window's new tokens after its `offset` earlier ones (slots past the length are masked)
+        target = offset[:, None] + torch.arange(slot_mask.shape[1], device=device)[None, :]
+        index = (rows[:, None].expand_as(target)[slot_mask], target[slot_mask])
+        window_keys = self.window_keys.to(keys.dtype).index_put(index, pick(keys, open_window)[:, num_past:][slot_mask])
+        window_values = self.window_values.to(values.dtype).index_put(
+            index, pick(values, open_window)[:, num_past:][slot_mask])
 
         # review history: row b keeps its entries [0, review_length) and appends its `finished` new cells
         history_size = self.review_keys.shape[1]
@@ -739,6 +741,14 @@ class RANLayer(GradientCheckpointingLayer):
         drop_passed_cell = self.training and self.dropout.p > 0 and not causal
         cells, passed_cells, cell_keys, cell_values = [], [], [], []
         for i in range(num_windows):
+            if causal and i == num_windows - 1 and not bool(layout.window_full[:, i].any()):
+                # a window no row finishes: its cell would only be read by a later call, which recomputes it
+                _, _, k_cell, v_cell = self._project(s[:, None])
+                cells.append(torch.zeros_like(s))
+                passed_cells.append(s)
+                cell_keys.append(k_cell[:, 0])
+                cell_values.append(v_cell[:, 0])
+                break
             c, new_s, k_cell, v_cell = self.chain_step(s, previous_c, has_previous, keys_by_window[i],
                                                        values_by_window[i], masks_by_window[i])
             if drop_passed_cell:  # the authors drop out the new cell in every window but the last
@@ -756,7 +766,9 @@ class RANLayer(GradientCheckpointingLayer):
             cell_keys.append(k_cell)
             cell_values.append(v_cell)
         cells = torch.stack(cells, dim=1)  # (B, n, D), pre-residual cells c_i
-        if not layout.all_real:
+        if causal:  # only finished windows have a cell
+            cells = cells * layout.window_full[..., None].to(cells.dtype)
+        elif not layout.all_real:
             cells = cells * layout.window_mask[..., None].to(cells.dtype)
         cell_keys, cell_values = torch.stack(cell_keys, 1), torch.stack(cell_values, 1)  # (B, n, H, d)
 
@@ -793,6 +805,7 @@ class RANLayer(GradientCheckpointingLayer):
             all_values = torch.cat([v for _, _, _, v in projected], 1) if len(projected) > 1 else projected[0][3]
             new_review = tuple(memory[:, -num_windows:] for memory in review_memory)
             new_state = state.advance(layout, cells, torch.stack(passed_cells, 1), all_keys, all_values, *new_review)
+            s = new_state.cell  # the cell the open window starts from
         return out, s, cells, new_state, window_probs, review_probs
 
 
