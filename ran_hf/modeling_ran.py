@@ -697,7 +697,8 @@ class RANLayer(GradientCheckpointingLayer):
             state: causal mode (`layout.causal`): the state this input continues; None starts a fresh one.
         Returns:
             A tuple (plain tensors, so that every gradient-checkpointing mode tracks them): hidden_states
-            (B, n, C, D); last_cell (B, D); cells (B, n, D) (zero on pad windows); the new state (causal) or None;
+            (B, n, C, D); last_cell (B, D) (causal: the cell the open window starts from); cells (B, n, D) (zero on
+            pad windows, and in causal mode on windows not finished); the new state (causal) or None;
             with `output_attentions` the window attentions (B, n, H, C, 1+P+C) (key 0 is the cell, then the
             open window's P earlier tokens when continuing) and the memory review attentions (B, n*C, K).
         """
