@@ -903,9 +903,10 @@ class RANModelOutput(ModelOutput):
         The document vector: the authors' cell transform (paper eq. 10) of the last layer's cell.
     last_cell (`torch.FloatTensor` of shape `(batch_size, hidden_size)`):
         Final cell `s_n` of the last layer (after the cell residual), or the cell picked by `config.cell_pooling`.
+        Causal mode: the cell after the last finished window (the one the open window starts from).
     cells (`torch.FloatTensor` of shape `(batch_size, num_windows, hidden_size)`):
         History `[c_1 .. c_n]` of the last layer (pre-residual cells); rows with fewer windows are zero after their
-        last window.
+        last window. Causal mode: the cells of the windows this call finished, zero elsewhere.
     past_key_values (`RANCache`, *optional*):
         Causal mode with `use_cache`: the recurrent state to continue from.
     hidden_states (`tuple(torch.FloatTensor)`, *optional*):
