@@ -542,21 +542,23 @@ class RANLayerState:
         finished = layout.window_full.sum(-1)  # (B,) full windows: always a prefix of the row's windows
         last = (finished - 1).clamp(min=0)
         done = (finished > 0)[:, None]
-        cell = torch.where(done, passed_cells[rows, last], self.cell)
-        previous_cell = torch.where(done, cells[rows, last], self.previous_cell)
+        pick = (lambda x, index: x[:, 0]) if num_windows == 1 else (lambda x, index: x[rows, index])
+        cell = torch.where(done, pick(passed_cells, last), self.cell)
+        previous_cell = torch.where(done, pick(cells, last), self.previous_cell)
 
         # the open window: the first unfinished one; its keys are the past slots (when it is window 0) and its slots
-        window_size, num_past = self.window_keys.shape[1], layout.num_past
+        num_past = layout.num_past
         open_window = finished.clamp(max=num_windows - 1)
-        fill = layout.token_mask[rows, open_window].sum(-1)
-        offset = layout.offset if layout.offset is not None else torch.zeros_like(fill)
+        slot_mask = pick(layout.token_mask, open_window) & (finished < num_windows)[:, None]  # (B, C)
+        offset = layout.offset if layout.offset is not None else torch.zeros_like(finished)
         offset = torch.where(open_window == 0, offset, 0)
-        window_length = torch.where(finished < num_windows, offset + fill, 0)
-        position = torch.arange(window_size, device=device)[None, :]
-        source = torch.where(position < offset[:, None], position, num_past + position - offset[:, None])
-        source = source.clamp(max=keys.shape[2] - 1)[..., None, None].expand(-1, -1, *keys.shape[-2:])
-        window_keys = torch.gather(keys[rows, open_window], 1, source)
-        window_values = torch.gather(values[rows, open_window], 1, source)
+        window_length = torch.where(finished < num_windows, offset + slot_mask.sum(-1), 0)
+        # write the open window's new tokens after its `offset` earlier ones (slots past the length are masked)
+        target = offset[:, None] + torch.arange(slot_mask.shape[1], device=device)[None, :]
+        index = (rows[:, None].expand_as(target)[slot_mask], target[slot_mask])
+        window_keys = self.window_keys.to(keys.dtype).index_put(index, pick(keys, open_window)[:, num_past:][slot_mask])
+        window_values = self.window_values.to(values.dtype).index_put(
+            index, pick(values, open_window)[:, num_past:][slot_mask])
 
         # review history: row b keeps its entries [0, review_length) and appends its `finished` new cells
         history_size = self.review_keys.shape[1]
@@ -699,7 +701,8 @@ class RANLayer(GradientCheckpointingLayer):
             state: causal mode (`layout.causal`): the state this input continues; None starts a fresh one.
         Returns:
             A tuple (plain tensors, so that every gradient-checkpointing mode tracks them): hidden_states
-            (B, n, C, D); last_cell (B, D); cells (B, n, D) (zero on pad windows); the new state (causal) or None;
+            (B, n, C, D); last_cell (B, D) (causal: the cell the open window starts from); cells (B, n, D) (zero on
+            pad windows, and in causal mode on windows not finished); the new state (causal) or None;
             with `output_attentions` the window attentions (B, n, H, C, 1+P+C) (key 0 is the cell, then the
             open window's P earlier tokens when continuing) and the memory review attentions (B, n*C, K).
         """
@@ -743,6 +746,14 @@ class RANLayer(GradientCheckpointingLayer):
         drop_passed_cell = self.training and self.dropout.p > 0 and not causal
         cells, passed_cells, cell_keys, cell_values = [], [], [], []
         for i in range(num_windows):
+            if causal and i == num_windows - 1 and not bool(layout.window_full[:, i].any()):
+                # a window no row finishes: its cell would only be read by a later call, which recomputes it
+                _, _, k_cell, v_cell = self._project(s[:, None])
+                cells.append(torch.zeros_like(s))
+                passed_cells.append(s)
+                cell_keys.append(k_cell[:, 0])
+                cell_values.append(v_cell[:, 0])
+                break
             c, new_s, k_cell, v_cell = self.chain_step(s, previous_c, has_previous, keys_by_window[i],
                                                        values_by_window[i], masks_by_window[i])
             if drop_passed_cell:  # the authors drop out the new cell in every window but the last
@@ -760,7 +771,9 @@ class RANLayer(GradientCheckpointingLayer):
             cell_keys.append(k_cell)
             cell_values.append(v_cell)
         cells = torch.stack(cells, dim=1)  # (B, n, D), pre-residual cells c_i
-        if not layout.all_real:
+        if causal:  # only finished windows have a cell
+            cells = cells * layout.window_full[..., None].to(cells.dtype)
+        elif not layout.all_real:
             cells = cells * layout.window_mask[..., None].to(cells.dtype)
         cell_keys, cell_values = torch.stack(cell_keys, 1), torch.stack(cell_values, 1)  # (B, n, H, d)
 
@@ -797,6 +810,7 @@ class RANLayer(GradientCheckpointingLayer):
             all_values = torch.cat([v for _, _, _, v in projected], 1) if len(projected) > 1 else projected[0][3]
             new_review = tuple(memory[:, -num_windows:] for memory in review_memory)
             new_state = state.advance(layout, cells, torch.stack(passed_cells, 1), all_keys, all_values, *new_review)
+            s = new_state.cell  # the cell the open window starts from
         return out, s, cells, new_state, window_probs, review_probs
 
 
@@ -920,9 +934,10 @@ class RANModelOutput(ModelOutput):
         The document vector: the authors' cell transform (paper eq. 10) of the last layer's cell.
     last_cell (`torch.FloatTensor` of shape `(batch_size, hidden_size)`):
         Final cell `s_n` of the last layer (after the cell residual), or the cell picked by `config.cell_pooling`.
+        Causal mode: the cell after the last finished window (the one the open window starts from).
     cells (`torch.FloatTensor` of shape `(batch_size, num_windows, hidden_size)`):
         History `[c_1 .. c_n]` of the last layer (pre-residual cells); rows with fewer windows are zero after their
-        last window.
+        last window. Causal mode: the cells of the windows this call finished, zero elsewhere.
     past_key_values (`RANCache`, *optional*):
         Causal mode with `use_cache`: the recurrent state to continue from.
     hidden_states (`tuple(torch.FloatTensor)`, *optional*):
