@@ -38,6 +38,12 @@ class RANConfig(PreTrainedConfig):
         use_rotary (`bool`, defaults to `True`): rotary positions inside windows; Table 4 ablation when off.
         use_cell_residual (`bool`, defaults to `True`): GLU residual of the cell between windows (paper eq. 7);
             Table 4 ablation when off (the new cell replaces the old one).
+        memory_review_residual (`bool`, defaults to `False`): not in the paper. When on, memory review adds its input
+            token back before its norm, `norm(act(o(P v)) + GLU(act(q(y))) + y)`, so the token keeps a path of gain 1
+            through the review. Without it that path has a gain of about 0.01 at initialisation, and from random
+            weights the full model can collapse every token of a document to one vector within ~10 optimiser steps
+            (`docs/stall/README.md`). It adds no weight; the default is the authors' computation, so converted
+            checkpoints are unchanged. Needs `use_memory_review=True`.
         cell_pooling (`str`, defaults to `"last"`): cell fed to the pooler: `"last"` (final cell), `"mean"` or
             `"max"` over the history of window cells of the last layer.
         pooler_pooling (`str`, defaults to `"max"`): pooling of token outputs inside the cell transform (eq. 10).
@@ -78,6 +84,7 @@ class RANConfig(PreTrainedConfig):
     use_memory_review: bool = True
     use_rotary: bool = True
     use_cell_residual: bool = True
+    memory_review_residual: bool = False
     cell_pooling: Literal["last", "mean", "max"] = "last"
     pooler_pooling: Literal["max", "mean"] = "max"
     pooler_type: Literal["cell", "average"] = "cell"
@@ -113,9 +120,14 @@ class RANConfig(PreTrainedConfig):
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
             if not 0.0 <= v[name] < 1.0:
                 raise ValueError(f"RANConfig: `{name}` must be in [0, 1), got {v[name]!r}.")
-        for name in ("layer_norm_eps", "rope_theta"):
+        for name in ("layer_norm_eps", "rope_theta", "initializer_range"):
             if not v[name] > 0:
                 raise ValueError(f"RANConfig: `{name}` must be positive, got {v[name]!r}.")
+        if v["memory_review_residual"] and not v["use_memory_review"]:
+            raise ValueError(
+                "RANConfig: `memory_review_residual=True` needs `use_memory_review=True` (without memory review the "
+                "layer output is already the normalised window output); set one of them differently."
+            )
         if v["hidden_act"] not in ACT2FN:
             raise ValueError(
                 f"RANConfig: `hidden_act` must be one of transformers' activations (e.g. 'swish', 'gelu', 'relu'), "

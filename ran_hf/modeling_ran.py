@@ -440,6 +440,7 @@ class RANMemoryReview(nn.Module):
     """Memory review (paper eqs. 8-9, the authors' `output-attn`): every token attends to the window cells.
 
     One head of width D, scale 1/sqrt(D), activations on q, k, v and o, and a GLU residual of the *projected* query.
+    With `config.memory_review_residual` the input token is added too (not in the paper; see the config).
     `memory(cells)` projects cells to keys and values once (the cache keeps them); `forward` reviews tokens.
     """
 
@@ -454,6 +455,7 @@ class RANMemoryReview(nn.Module):
         self.act = ACT2FN[config.hidden_act]
         self.attention_dropout = nn.Dropout(config.attention_probs_dropout_prob)
         self.hidden_dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.token_residual = config.memory_review_residual
 
     def memory(self, cells: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """cells (B, K, D) -> review keys and values, each (B, K, D)."""
@@ -477,8 +479,10 @@ class RANMemoryReview(nn.Module):
         # a row with no cell to read (an all-pad row) gets a zero review instead of a uniform average
         probs = F.softmax(_upcast(scores), dim=-1).to(query.dtype) * cell_mask.to(query.dtype)
         probs = self.attention_dropout(probs)
-        out = self.hidden_dropout(self.act(self.o(torch.matmul(probs, values))))
-        return self.norm(out + self.glu(query)), (probs if output_attentions else None)
+        out = self.hidden_dropout(self.act(self.o(torch.matmul(probs, values)))) + self.glu(query)
+        if self.token_residual:
+            out = out + tokens
+        return self.norm(out), (probs if output_attentions else None)
 
 
 @dataclass

@@ -96,7 +96,10 @@ def layer_forward(layer, config, x, cell):
         kw, vw = act(F.linear(cells, mr.kv.weight, mr.kv.bias)).chunk(2, -1)
         a = (qw @ kw.T / math.sqrt(config.hidden_size)).softmax(-1)
         o = act(F.linear(a @ vw, mr.o.weight, mr.o.bias))
-        out = norm(o + glu(qw, mr.glu), mr.norm, eps)
+        out = o + glu(qw, mr.glu)
+        if config.memory_review_residual:
+            out = out + y
+        out = norm(out, mr.norm, eps)
     else:
         out = norm(y, layer.output_norm, eps)
     return out, s, cells
