@@ -65,6 +65,7 @@ from transformers import (
 
 from run_scripts.helpers.data_files import check_file, read_records, split_columns
 from run_scripts.helpers.model_args import RANModelArguments, build_model
+from run_scripts.helpers.recipes import RECIPES, get_recipe
 from run_scripts.helpers.reports import (
     classification_scores,
     command_line,
@@ -77,6 +78,7 @@ from run_scripts.helpers.tokenizer import get_tokenizer
 from run_scripts.helpers.trainer_setup import (
     RANTrainer,
     disable_eval_if_no_data,
+    flag_value,
     parse_args,
     resolve_checkpoint,
     setup_logging,
@@ -107,6 +109,15 @@ DATA_FLAGS = ("--train_file", "--validation_file", "--test_file")
 @dataclass
 class ModelArguments(RANModelArguments):
     tokenizer_vocab_size: int = field(default=8000, metadata={"help": "Vocabulary of a tokenizer trained here."})
+    recipe: str = field(
+        default="from-scratch",
+        metadata={"help": "From scratch only (ignored with --model_name_or_path): 'from-scratch' turns on "
+                          "memory_review_residual and trains at lr 1e-3 with 10% linear warm-up (the full model "
+                          "stalls at chance from random weights without it: docs/stall/README.md); 'authors' is the "
+                          "authors' architecture with the script's defaults. Explicit flags and --config_overrides "
+                          "win over the recipe.",
+                  "choices": sorted(RECIPES)},
+    )
 
 
 @dataclass
@@ -234,9 +245,15 @@ def main(argv: list[str] | None = None) -> dict:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = HfArgumentParser((ModelArguments, DataTrainingArguments, TrainingArguments))
     default_job = not any(a.split("=", 1)[0] in DATA_FLAGS for a in argv)
-    defaults = SCRIPT_DEFAULTS + (DEFAULT_JOB_ARGS if default_job else [])
+    from_scratch = flag_value(argv, "--model_name_or_path") is None
+    recipe = get_recipe(flag_value(argv, "--recipe") or "from-scratch") if from_scratch else None
+    defaults = SCRIPT_DEFAULTS + (list(recipe.training_flags) if recipe else []) + (
+        DEFAULT_JOB_ARGS if default_job else [])
     model_args, data_args, training_args = parse_args(parser, argv, defaults)
     setup_logging(training_args)
+    if recipe:
+        logger.info(f"From scratch with the '{recipe.name}' recipe: config {recipe.config or 'of the authors'}, "
+                    f"training flags {' '.join(recipe.training_flags) or 'of the script'} (explicit flags win).")
     setup_threads(model_args)
     started = time.time()
 
@@ -363,7 +380,7 @@ def main(argv: list[str] | None = None) -> dict:
     config_overrides = {"id2label": dict(enumerate(label_list)), "label2id": label2id,
                         "problem_type": "multi_label_classification" if multi else "single_label_classification"}
     model = build_model(AutoModelForSequenceClassification, model_args, tokenizer, config_overrides,
-                        ignore_mismatched_sizes=True)
+                        ignore_mismatched_sizes=True, scratch_defaults=recipe.config if recipe else None)
 
     def compute_metrics(eval_pred):
         preds = logits_to_predictions(eval_pred.predictions, multi, data_args.multi_label_threshold)

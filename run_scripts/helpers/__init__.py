@@ -5,6 +5,7 @@
 - `tokenizer`: training and loading a WordPiece tokenizer for RAN, and the causal-LM prompt template;
 - `model_args`: the model arguments every script shares and building a RAN from scratch or a checkpoint;
 - `trainer_setup`: argument parsing with script defaults, logging, threads, checkpoints, the Trainer;
+- `recipes`: named from-scratch recipes (RANConfig fields and training flags);
 - `reports`: length statistics, markdown tables, model cards, metrics, results logs;
 - `language_modeling`: the data and the shared main of run_mlm.py and run_clm.py.
 

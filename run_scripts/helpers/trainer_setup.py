@@ -37,7 +37,7 @@ def parse_args(parser, argv: Sequence[str] | None, script_defaults: Sequence[str
     return parser.parse_args_into_dataclasses(args=defaults + argv)
 
 
-def _flag_value(args: Sequence[str], flag: str) -> str | None:
+def flag_value(args: Sequence[str], flag: str) -> str | None:
     """The last value given to `flag` in `args` (`--flag value` or `--flag=value`); "true" for a bare boolean flag;
     None when absent."""
     value = None
@@ -77,16 +77,16 @@ def drop_contradicted_defaults(defaults: list[str], argv: Sequence[str]) -> list
     schedule, so a user's `--save_strategy no` (or `--eval_strategy no`, or a save schedule different from the
     evaluation one) would be rejected by the script's own default. The user's flag wins: unless the user asked for
     `--load_best_model_at_end` too, it and `--metric_for_best_model` are dropped from the defaults, with a notice."""
-    if "--load_best_model_at_end" not in defaults or _flag_value(argv, "--load_best_model_at_end") is not None:
+    if "--load_best_model_at_end" not in defaults or flag_value(argv, "--load_best_model_at_end") is not None:
         return defaults
-    eval_strategy = _flag_value(argv, "--eval_strategy") or _flag_value(defaults, "--eval_strategy") or "no"
-    save_strategy = _flag_value(argv, "--save_strategy") or _flag_value(defaults, "--save_strategy") or "steps"
+    eval_strategy = flag_value(argv, "--eval_strategy") or flag_value(defaults, "--eval_strategy") or "no"
+    save_strategy = flag_value(argv, "--save_strategy") or flag_value(defaults, "--save_strategy") or "steps"
     if eval_strategy != "no" and save_strategy != "no" and (save_strategy == "best" or save_strategy == eval_strategy):
         return defaults
     logger.warning(f"--eval_strategy {eval_strategy} with --save_strategy {save_strategy}: the best checkpoint "
                    f"cannot be selected on validation, so this script's default --load_best_model_at_end is off "
                    f"(the model after the last step is saved). Pass matching strategies to select the best one.")
-    if _flag_value(argv, "--metric_for_best_model") is None:
+    if flag_value(argv, "--metric_for_best_model") is None:
         defaults = _remove_flag(defaults, "--metric_for_best_model")
     return _remove_flag(defaults, "--load_best_model_at_end")
 

@@ -1,0 +1,60 @@
+"""run_classification.py's from-scratch recipe: on by default from scratch, `--recipe authors` turns it off, explicit
+flags win over it, and a checkpoint is never changed by it."""
+
+import json
+
+import pytest
+import torch
+import transformers
+
+from run_scripts import run_classification
+from run_scripts.helpers.recipes import RECIPES, get_recipe
+
+
+TINY = ["--hidden_size", "16", "--num_hidden_layers", "1", "--num_attention_heads", "2", "--attention_head_size", "8",
+        "--window_size", "16", "--min_window_size", "4", "--tokenizer_vocab_size", "300", "--torch_threads", "1",
+        "--use_cpu", "--disable_tqdm", "True", "--max_train_samples", "24", "--max_eval_samples", "8",
+        "--max_predict_samples", "8", "--max_length", "256", "--max_steps", "1", "--per_device_train_batch_size", "4"]
+
+
+@pytest.fixture(autouse=True)
+def restore_globals():
+    threads = torch.get_num_threads()
+    verbosity = transformers.utils.logging.get_verbosity()
+    yield
+    torch.set_num_threads(threads)
+    transformers.utils.logging.set_verbosity(verbosity)
+
+
+def run(tmp_path, name, *flags):
+    out = tmp_path / name
+    run_classification.main(["--output_dir", str(out), *TINY, *flags])
+    config = json.loads((out / "config.json").read_text())
+    trainer_args = torch.load(out / "training_args.bin", weights_only=False)
+    return out, config, trainer_args
+
+
+def test_recipe_is_the_from_scratch_default_and_authors_turns_it_off(tmp_path):
+    out, config, args = run(tmp_path, "recipe")
+    assert config["memory_review_residual"] is True
+    assert args.learning_rate == 1e-3 and args.lr_scheduler_type == "linear"
+
+    _, config, args = run(tmp_path, "authors", "--recipe", "authors")
+    assert config["memory_review_residual"] is False
+    assert args.learning_rate == 3e-4
+
+    # explicit flags win over the recipe
+    _, config, args = run(tmp_path, "explicit", "--config_overrides", "memory_review_residual=false",
+                          "--learning_rate", "5e-4")
+    assert config["memory_review_residual"] is False and args.learning_rate == 5e-4
+
+    # from a checkpoint the recipe does nothing: the checkpoint's config and the script's learning rate
+    _, config, args = run(tmp_path, "from_checkpoint", "--model_name_or_path", str(out))
+    assert config["memory_review_residual"] is True  # the checkpoint's own value
+    assert args.learning_rate == 3e-4
+
+
+def test_unknown_recipe_is_a_clear_error():
+    with pytest.raises(ValueError, match="--recipe"):
+        get_recipe("fast")
+    assert set(RECIPES) == {"from-scratch", "authors"}
