@@ -71,8 +71,8 @@ def series(run: dict, path: str) -> tuple[list[int], list[float]]:
 def plot_variants(runs: list[dict]):
     chosen = {}
     for run in runs:
-        if run["seed"] == 0 and run["fix"] == "none" and run["warmup"] == 0 and run["schedule"] == "constant":
-            chosen.setdefault((run["pooling"], run["review"]), run)
+        if run["seed"] == 0 and run["fix"] in ("none", "residual") and run["warmup"] == 0 and run["schedule"] == "constant":
+            chosen.setdefault((run["pooling"], run["review"], run["fix"]), run)
     panels = [
         ("grad/layer1.memory_review", "grad norm: layer 1 memory review"),
         ("grad/layer0.window_attention", "grad norm: layer 0 window attention"),
@@ -86,10 +86,10 @@ def plot_variants(runs: list[dict]):
     ]
     fig, axes = plt.subplots(3, 3, figsize=(15, 11))
     for ax, (path, title) in zip(axes.flat, panels):
-        for (pooling, review), run in sorted(chosen.items()):
+        for (pooling, review, fix), run in sorted(chosen.items()):
             steps, values = series(run, path)
-            ax.plot(steps, values, marker="o", ms=3,
-                    label=f"{pooling}, {'review' if review else 'no review'} ({100 * run['dev_accuracy']:.0f}%)")
+            label = f"{pooling}, {'review' if review else 'no review'}{' + residual' if fix == 'residual' else ''}"
+            ax.plot(steps, values, marker="o", ms=3, label=f"{label} ({100 * run['dev_accuracy']:.0f}%)")
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("step")
         if path.startswith("grad"):
@@ -100,11 +100,34 @@ def plot_variants(runs: list[dict]):
     fig.savefig(DOCS / "variants.png", dpi=80)
 
 
+def plot_first_steps():
+    path = DOCS / "first_steps.json"
+    if not path.is_file():
+        return
+    runs = json.loads(path.read_text())
+    panels = [("layer1.out_within", "last layer output: cosine of a doc's tokens"),
+              ("layer0.out_within", "layer 0 output: cosine of a doc's tokens"),
+              ("layer0.read_rms", "layer 0 review: cell-read part (same for all tokens), rms"),
+              ("layer0.gated_rms", "layer 0 review: GLU(q) token part, rms"),
+              ("pool_part_doc_std", "pooler token part: std across docs")]
+    fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.6))
+    for ax, (key, title) in zip(axes, panels):
+        for name, rows in runs.items():
+            ax.plot([r["step"] for r in rows], [r.get(key) for r in rows], marker=".", label=name.split("|")[0] + " pooling")
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("step")
+    axes[0].legend(fontsize=8)
+    fig.suptitle("First 30 AdamW steps (lr 1e-3, no warm-up), authors' RAN with memory review, seed 0", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(DOCS / "first_steps.png", dpi=80)
+
+
 def main():
     runs = read_runs()
     text, summary = table(runs)
     (DOCS / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     plot_variants(runs)
+    plot_first_steps()
     print(text)
 
 
