@@ -7,7 +7,9 @@ committed tokenizer in `docs/compare/<dataset>/tokenizer/`, [CLS] and [SEP] incl
 
     python research/tfidf_baseline/tfidf_baseline.py --data_dir /work/shared/data
 
-Writes `docs/tfidf_baseline/results.json` and `docs/tfidf_baseline/table.md` (`--output_dir` to change).
+Writes `docs/tfidf_baseline/results.json` and `docs/tfidf_baseline/table.md` (`--output_dir` to change); every dev
+try and finished dataset is also kept under `<output_dir>/work/`, so a stopped run resumes, and datasets can run in
+separate processes (`--datasets imdb`, ...) before one last call that writes the table of all three.
 The n-gram counting runs once per fit split; min_df / max_features / sublinear tf are applied to the count matrix,
 which gives the same features as `TfidfVectorizer` with those settings.
 """
@@ -29,6 +31,7 @@ REPO = Path(__file__).resolve().parents[2]
 DATASETS = ("hyperpartisan", "imdb", "20newsgroups")
 LONG = 512
 GRID = {"C": (1.0, 10.0, 100.0), "min_df": (1, 2), "sublinear_tf": (False, True), "max_features": (None, 200_000)}
+# every dev try and every finished dataset is kept under <output_dir>/work/, so a stopped run resumes where it was
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -87,18 +90,25 @@ def metrics(y: np.ndarray, pred: np.ndarray) -> dict:
             "macro_f1": round(float(f1_score(y, pred, average="macro")), 4)}
 
 
-def run_dataset(name: str, data_dir: Path) -> dict:
+def run_dataset(name: str, data_dir: Path, work: Path) -> dict:
+    done_path, tries_path = work / f"{name}.json", work / f"{name}.tries.jsonl"
+    if done_path.is_file():
+        return json.loads(done_path.read_text())
     start = time.perf_counter()
     train_x, train_y, test_x, test_y = load(name, data_dir)
     fit_idx, dev_idx = train_test_split(np.arange(len(train_y)), test_size=0.1, stratify=train_y, random_state=0)
     counter = CountVectorizer(ngram_range=(1, 2), lowercase=True)
     fit_counts = counter.fit_transform([train_x[i] for i in fit_idx])
     dev_counts = counter.transform([train_x[i] for i in dev_idx])
-    tries = []
+    tries = [json.loads(line) for line in tries_path.read_text().splitlines()] if tries_path.is_file() else []
     for values in itertools.product(*GRID.values()):
         setting = dict(zip(GRID, values))
+        if any(all(t[k] == v for k, v in setting.items()) for t in tries):
+            continue
         pred, num_features = fit_score(fit_counts, train_y[fit_idx], dev_counts, setting)
         tries.append({**setting, "num_features": num_features, "dev": metrics(train_y[dev_idx], pred)})
+        with tries_path.open("a") as f:
+            f.write(json.dumps(tries[-1]) + "\n")
         print(f"  {name} {setting}: dev acc {tries[-1]['dev']['accuracy']:.4f}", flush=True)
     best = max(tries, key=lambda t: (t["dev"]["accuracy"], t["dev"]["macro_f1"]))
     chosen = {k: best[k] for k in GRID}
@@ -108,13 +118,15 @@ def run_dataset(name: str, data_dir: Path) -> dict:
     pred, num_features = fit_score(train_counts, train_y, test_counts, chosen)
     lengths = token_lengths(name, test_x)
     short = lengths <= LONG
-    return {
+    result = {
         "dataset": name, "train_documents": int(len(train_y)), "dev_documents": int(len(dev_idx)),
         "chosen": chosen, "num_features": num_features, "dev": best["dev"],
         "test": metrics(test_y, pred), "test_short": metrics(test_y[short], pred[short]),
         "test_long": metrics(test_y[~short], pred[~short]), "seconds": round(time.perf_counter() - start, 1),
         "tries": tries,
     }
+    done_path.write_text(json.dumps(result) + "\n")
+    return result
 
 
 def table(results: list[dict]) -> str:
@@ -139,8 +151,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     args = parser.parse_args(argv)
     if not args.data_dir.is_dir():
         parser.error(f"--data_dir {args.data_dir} is not a folder; pass the shared data folder (e.g. /work/shared/data).")
-    results = [run_dataset(name, args.data_dir) for name in args.datasets]
-    args.output_dir.mkdir(parents=True, exist_ok=True)
+    work = args.output_dir / "work"
+    work.mkdir(parents=True, exist_ok=True)
+    results = [run_dataset(name, args.data_dir, work) for name in args.datasets]
     (args.output_dir / "results.json").write_text(json.dumps(results, indent=1) + "\n")
     (args.output_dir / "table.md").write_text(table(results))
     print(table(results))
