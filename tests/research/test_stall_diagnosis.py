@@ -1,0 +1,95 @@
+# Copyright 2026 The ran_hf authors. Licensed under the Apache License, Version 2.0.
+"""Tests of the stall-diagnosis instrumentation (research/stall_diagnosis/probe.py) and of the TF-IDF baseline's
+feature selection (research/tfidf_baseline/tfidf_baseline.py). Offline, CPU, a few seconds."""
+
+import importlib.util
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import randomize
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _load(relative_path: str, name: str):
+    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, relative_path))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+probe = _load("research/stall_diagnosis/probe.py", "stall_probe")
+tfidf = _load("research/tfidf_baseline/tfidf_baseline.py", "tfidf_baseline")
+
+
+def _inputs():
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(5, 97, (3, 300), generator=generator)
+    ids[1, 200:] = 0
+    ids[2, :40] = 0
+    return {"input_ids": ids, "attention_mask": (ids != 0).long()}
+
+
+@pytest.mark.parametrize("pooling", ["max", "mean"])
+def test_unfixed_probe_model_matches_ran_hf(one_thread, pooling):
+    """fix="none" re-implements ran_hf's memory review exactly (same weights, padding included), and the patch
+    stays on the probe's instances: a fresh ran_hf model still runs ran_hf's own layer code."""
+    from ran_hf import RANForSequenceClassification
+
+    patched = randomize(probe.build_model(97, pooling, True, "none", 0.02, seed=0), seed=1).eval()
+    plain = RANForSequenceClassification(patched.config).eval()
+    plain.load_state_dict(patched.state_dict())
+    assert "_attend_tokens" not in vars(plain.ran.layers[0])
+    with torch.no_grad():
+        torch.testing.assert_close(patched(**_inputs()).logits, plain(**_inputs()).logits, rtol=1e-5, atol=1e-6)
+
+
+def test_fixes_change_what_they_claim(one_thread):
+    zero = probe.build_model(97, "max", True, "zero_o", 0.02, seed=0)
+    assert all(not layer.memory_review.o.weight.detach().any() for layer in zero.ran.layers)
+    none = randomize(probe.build_model(97, "max", True, "none", 0.02, seed=0), seed=1).eval()
+    residual = probe.build_model(97, "max", True, "residual", 0.02, seed=0).eval()
+    residual.load_state_dict(none.state_dict())
+    with torch.no_grad():
+        assert not torch.allclose(none(**_inputs()).logits, residual(**_inputs()).logits)
+    wide = probe.build_model(97, "max", True, "init_scale", 0.1, seed=0)
+    assert 0.08 < float(wide.ran.layers[0].memory_review.q.weight.detach().std()) < 0.1
+
+
+def test_activation_stats_and_grad_groups(one_thread):
+    model = probe.build_model(97, "max", True, "none", 0.02, seed=0)
+    stats = probe.activation_stats(model, _inputs())
+    assert model.training  # restored after the eval-mode probe
+    for name in ("layer0.read", "layer1.gated", "layer1.out", "pool.pooled"):
+        assert name in stats
+    assert 0.0 < stats["pool.distinct_argmax_share"] <= 1.0
+    model(**_inputs()).logits.sum().backward()
+    assert set(probe.grad_norms(model)) == set(probe.GROUPS)
+    same = torch.ones(2, 5, 4)
+    mask = torch.ones(2, 5, dtype=torch.bool)
+    assert probe.token_stats(same, mask) == pytest.approx({"within_cos": 1.0, "across_cos": 1.0})
+
+
+@pytest.mark.parametrize("min_df,max_features", [(1, None), (2, None), (1, 7), (2, 5)])
+def test_tfidf_feature_selection_matches_vectorizer(min_df, max_features):
+    """Selecting columns of one count matrix gives TfidfVectorizer's vocabulary for that min_df / max_features."""
+    from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
+
+    texts = ["the cat sat on the mat", "the dog sat", "a cat and a dog", "the mat was red", "red cat red dog"]
+    counter = CountVectorizer(ngram_range=(1, 2))
+    counts = counter.fit_transform(texts).tocsr()
+    df = np.bincount(counts.indices, minlength=counts.shape[1])
+    keep = tfidf.features(counts, df, min_df, max_features)
+    names = counter.get_feature_names_out()[keep]
+    expected = TfidfVectorizer(ngram_range=(1, 2), min_df=min_df, max_features=max_features).fit(texts)
+    assert sorted(names) == sorted(expected.get_feature_names_out())
+
+
+def test_tfidf_missing_data_dir_is_a_clear_error(tmp_path):
+    with pytest.raises(SystemExit):
+        tfidf.main(["--data_dir", str(tmp_path / "nowhere")])
+    with pytest.raises(FileNotFoundError, match="--data_dir"):
+        tfidf.load("imdb", tmp_path)
