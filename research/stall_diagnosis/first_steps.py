@@ -1,6 +1,6 @@
 """Step-by-step view of the first training steps (where the stall is decided), for one or more variants.
 
-    python research/stall_diagnosis/first_steps.py --pooling max mean --steps 30
+    python -m research.stall_diagnosis.first_steps --data_dir DATA --pooling max mean --steps 30
 
 Per step (on the fixed 16-document dev probe, eval mode): how alike the tokens of a document are after each
 layer (`within_cos`), the spread across documents of the pooler's token part, and the norms of the memory-review
@@ -9,20 +9,18 @@ biases; at step 0 the five parameters with the largest gradient. Writes `docs/st
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import probe  # noqa: E402
+from research.stall_diagnosis import probe
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--data_dir", type=Path, default=Path("/work/shared/data"))
+    parser.add_argument("--data_dir", type=Path, required=True, help="Folder holding imdb/{train,test}.jsonl.gz.")
     parser.add_argument("--pooling", nargs="+", default=["max", "mean"])
     parser.add_argument("--review", nargs="+", default=["on"])
     parser.add_argument("--fix", nargs="+", default=["none"])

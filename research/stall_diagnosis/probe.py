@@ -5,13 +5,14 @@ compare_long_docs setup) trained for `--steps` AdamW steps of 8 documents cut to
 gradient norms and activation statistics logged every `--stats_every` steps and dev accuracy at the end (and every
 `--eval_every` steps). Results are appended to a JSONL file; a run already there is skipped (resumable).
 
-    python research/stall_diagnosis/probe.py --pooling max mean --review on off --seeds 0 1 2 --steps 200
+    python -m research.stall_diagnosis.probe --data_dir DATA --pooling max mean --review on off --seeds 0 1 2 --steps 200
 
-Candidate fixes are prototyped here without touching ran_hf (the memory review part of `RANLayer._attend_tokens`
-is re-implemented in `review_tokens` below, identical to ran_hf when `fix="none"`):
+Candidate fixes (the runs in docs/stall/ were made with them prototyped on the model instances, before the
+residual became the config option `memory_review_residual`; the probe now uses that option, and records the memory
+review's internals with forward hooks that leave the computation untouched):
   none          the authors' layer.
-  residual      memory review output `norm(o + GLU(q) + y)`: the layer input y (the window attention's token
-                output) is added before the norm.
+  residual      `RANConfig(memory_review_residual=True)`: memory review output `norm(o + GLU(q) + y)`, the layer
+                input y (the window attention's token output) added before the norm.
   zero_o        memory review output projection `o` initialized to zero (weight and bias), so the review starts as
                 `norm(GLU(q))` and its cell-read part grows from zero.
   init_scale    every kernel initialized with std `--init_std` instead of 0.02.
@@ -24,7 +25,6 @@ import gzip
 import json
 import math
 import time
-import types
 from pathlib import Path
 
 import numpy as np
@@ -79,7 +79,7 @@ def batch_of(ids: list[list[int]]) -> dict:
 
 
 # ----------------------------------------------------------------------------------------------------------------------
-# the memory review, re-implemented with the candidate fixes and with its internals recorded
+# the candidate fixes, and hooks that record the memory review's internals
 # ----------------------------------------------------------------------------------------------------------------------
 
 
@@ -98,72 +98,56 @@ class Recorder:
 RECORDER = Recorder()
 
 
-def review_tokens(layer, y_tokens: torch.Tensor, review_key_value, window_mask: torch.Tensor, fix: str):
-    """Memory review of y (B, N, D) over the cells: ran_hf's `norm(act(o(P v)) + GLU(act(q(y))))` (eqs. 8-9), with
-    `fix="residual"` adding y inside the norm."""
-    review = layer.memory_review
-    query = review.act(review.q(y_tokens))
-    key, value = review_key_value
-    scores = torch.matmul(query, key.transpose(-1, -2)) / math.sqrt(query.shape[-1])
-    mask = window_mask[:, None, :]
-    scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
-    probs = F.softmax(scores, dim=-1) * mask.to(query.dtype)
-    probs = review.attention_dropout(probs)
-    read = review.hidden_dropout(review.act(review.o(torch.matmul(probs, value))))
-    gated = review.glu(query)
-    total = read + gated + (y_tokens if fix == "residual" else 0)
-    tag = f"layer{layer.layer_idx}"
-    RECORDER.put(f"{tag}.y", y_tokens)
-    RECORDER.put(f"{tag}.query", query)
-    RECORDER.put(f"{tag}.read", read)
-    RECORDER.put(f"{tag}.gated", gated)
-    RECORDER.put(f"{tag}.probs", probs)
-    return review.norm(total)
+def record_layout(layer, args, kwargs):
+    """Forward pre-hook of a RANLayer: the (B, n*C) mask of real tokens on the window grid."""
+    RECORDER.put("grid_mask", kwargs["layout"].token_mask.flatten(1, 2))
 
 
-def patched_attend_tokens(fix: str):
-    """A copy of `RANLayer._attend_tokens` whose memory review is `review_tokens` (the window attention part is
-    ran_hf's code, unchanged)."""
+def record_review(layer_idx: int):
+    """Forward hook of a RANMemoryReview: its input y and the parts of its output, recomputed from its own weights
+    on the recorded input (eqs. 8-9: `norm(act(o(P v)) + GLU(act(q(y))) [+ y]`). Only while the recorder is active
+    (the eval-mode probe batch): training runs ran_hf's computation untouched."""
 
-    def _attend_tokens(self, projected, chunk, cell_keys, cell_values, layout, review_key_value, has_padding,
-                       output_attentions):
-        attention = self.window_attention
-        z_tokens, q_tokens, k_tokens, v_tokens = projected
-        batch_size, num_windows, capacity = q_tokens.shape[:3]
-        keys = torch.cat([cell_keys[:, chunk, None], k_tokens], dim=2)
-        values = torch.cat([cell_values[:, chunk, None], v_tokens], dim=2)
-        query = q_tokens.transpose(2, 3).flatten(0, 1)
-        keys = keys.transpose(2, 3).flatten(0, 1)
-        values = values.transpose(2, 3).flatten(0, 1)
-        key_mask = None
-        if has_padding:
-            token_mask = layout.token_mask[:, chunk]
-            cell_key = token_mask.new_ones(batch_size, num_windows, 1)
-            key_mask = torch.cat([cell_key, token_mask], dim=2).reshape(batch_size * num_windows, 1, 1, -1)
-        attended, _ = modeling_ran.sdpa_attention_forward(
-            query, keys, values, key_mask, dropout=attention.attention_dropout, training=self.training)
-        attended = attended.transpose(1, 2).reshape(batch_size, num_windows, capacity, -1)
-        y_tokens = self.dropout(modeling_ran.standard_normalize(attention.finish(attended, z_tokens), self.eps))
-        RECORDER.put("grid_mask", layout.token_mask[:, chunk].flatten(1, 2))
-        if review_key_value is None:
-            RECORDER.put(f"layer{self.layer_idx}.y", y_tokens.flatten(1, 2))
-            return self.output_norm(y_tokens), None, None
-        out = review_tokens(self, y_tokens.reshape(batch_size, num_windows * capacity, -1), review_key_value,
-                            layout.window_mask, fix)
-        return out.reshape(batch_size, num_windows, capacity, -1), None, None
+    def hook(review, args, output):
+        if not RECORDER.active:
+            return
+        tokens, keys, values, cell_mask = args[:4]
+        query = review.act(review.q(tokens))
+        scores = torch.matmul(query, keys.transpose(-1, -2)) / math.sqrt(query.shape[-1])
+        scores = scores.masked_fill(~cell_mask, torch.finfo(scores.dtype).min)
+        probs = F.softmax(scores, dim=-1) * cell_mask.to(query.dtype)
+        tag = f"layer{layer_idx}"
+        RECORDER.put(f"{tag}.y", tokens)
+        RECORDER.put(f"{tag}.query", query)
+        RECORDER.put(f"{tag}.read", review.act(review.o(torch.matmul(probs, values))))
+        RECORDER.put(f"{tag}.gated", review.glu(query))
+        RECORDER.put(f"{tag}.probs", probs)
 
-    return _attend_tokens
+    return hook
+
+
+def record_unreviewed(layer_idx: int):
+    """Forward pre-hook of the output norm of a layer without memory review: its input y, as (B, n*C, D)."""
+
+    def hook(norm, args):
+        RECORDER.put(f"layer{layer_idx}.y", args[0].flatten(1, 2))
+
+    return hook
 
 
 def build_model(vocab_size: int, pooling: str, review: bool, fix: str, init_std: float, seed: int):
     torch.manual_seed(seed)
     config = RANConfig(vocab_size=vocab_size, hidden_size=128, num_hidden_layers=2, num_attention_heads=4,
                        attention_head_size=32, window_size=128, num_labels=2, pooler_pooling=pooling,
-                       use_memory_review=review,
+                       use_memory_review=review, memory_review_residual=review and fix == "residual",
                        initializer_range=init_std if fix == "init_scale" else 0.02)
     model = RANForSequenceClassification(config)
-    for layer in model.ran.layers:  # on these instances only: ran_hf's class stays as it is
-        layer._attend_tokens = types.MethodType(patched_attend_tokens(fix), layer)
+    for layer in model.ran.layers:  # hooks on these instances only; they read, never change, the computation
+        layer.register_forward_pre_hook(record_layout, with_kwargs=True)
+        if review:
+            layer.memory_review.register_forward_hook(record_review(layer.layer_idx))
+        else:
+            layer.output_norm.register_forward_pre_hook(record_unreviewed(layer.layer_idx))
     if fix == "zero_o" and review:
         with torch.no_grad():
             for layer in model.ran.layers:
@@ -349,7 +333,7 @@ def train_run(args, data: dict, vocab_size: int, pooling: str, review: bool, fix
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data_dir", type=Path, default=Path("/work/shared/data"))
+    parser.add_argument("--data_dir", type=Path, required=True, help="Folder holding imdb/{train,test}.jsonl.gz.")
     parser.add_argument("--results", type=Path, default=REPO / "docs" / "stall" / "runs.jsonl")
     parser.add_argument("--pooling", nargs="+", default=["max"], choices=["max", "mean"])
     parser.add_argument("--review", nargs="+", default=["on"], choices=["on", "off"])

@@ -1,6 +1,6 @@
 """Plots and tables from the probe runs (`docs/stall/runs*.jsonl`, written by probe.py).
 
-    python research/stall_diagnosis/summarize.py
+    python -m research.stall_diagnosis.summarize
 
 Writes `docs/stall/summary.json` (dev accuracy per configuration over seeds, without the traces),
 `docs/stall/variants.png` (gradient norms and activation statistics over the first steps, seed 0, four variants)

@@ -5,15 +5,15 @@ Settings (C, min_df, sublinear_tf, max_features) are chosen on a dev split carve
 split: accuracy and macro-F1, overall and for documents of at most / more than 512 WordPiece tokens (the dataset's
 committed tokenizer in `docs/compare/<dataset>/tokenizer/`, [CLS] and [SEP] included).
 
-    python research/tfidf_baseline/tfidf_baseline.py --data_dir /work/shared/data
+    python -m research.tfidf_baseline.tfidf_baseline --data_dir DATA
 
 The committed results used the full grid for Hyperpartisan and IMDB and, for time (20 Newsgroups' 20-class fits
 on a shared 2-core machine), a smaller one for 20 Newsgroups:
 
-    python research/tfidf_baseline/tfidf_baseline.py --data_dir /work/shared/data --datasets hyperpartisan imdb
-    python research/tfidf_baseline/tfidf_baseline.py --data_dir /work/shared/data --datasets 20newsgroups \
+    python -m research.tfidf_baseline.tfidf_baseline --data_dir DATA --datasets hyperpartisan imdb
+    python -m research.tfidf_baseline.tfidf_baseline --data_dir DATA --datasets 20newsgroups \
         --C 10 100 --min_df 2 --max_features 200000
-    python research/tfidf_baseline/tfidf_baseline.py --data_dir /work/shared/data   # table of all three
+    python -m research.tfidf_baseline.tfidf_baseline --data_dir DATA   # table of all three
 
 Writes `docs/tfidf_baseline/results.json` and `docs/tfidf_baseline/table.md` (`--output_dir` to change); every dev
 try and finished dataset is also kept under `<output_dir>/work/`, so a stopped run resumes, and datasets can run in
@@ -45,7 +45,7 @@ GRID = {"C": (1.0, 10.0, 100.0), "min_df": (1, 2), "sublinear_tf": (False, True)
 def read_jsonl(path: Path) -> list[dict]:
     if not path.is_file():
         raise FileNotFoundError(f"--data_dir: {path} does not exist; pass the folder that holds hyperpartisan/, "
-                                "imdb/ and 20newsgroups/ (e.g. /work/shared/data).")
+                                "imdb/ and 20newsgroups/ (the project's evaluation data).")
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt", encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--max_features", type=int, nargs="+", default=[0, 200_000], help="0: no limit")
     args = parser.parse_args(argv)
     if not args.data_dir.is_dir():
-        parser.error(f"--data_dir {args.data_dir} is not a folder; pass the shared data folder (e.g. /work/shared/data).")
+        parser.error(f"--data_dir {args.data_dir} is not a folder; pass the shared data folder (the project's evaluation data).")
     work = args.output_dir / "work"
     work.mkdir(parents=True, exist_ok=True)
     grid = {"C": args.C, "min_df": args.min_df, "sublinear_tf": [bool(v) for v in args.sublinear_tf],

@@ -2,27 +2,14 @@
 """Tests of the stall-diagnosis instrumentation (research/stall_diagnosis/probe.py) and of the TF-IDF baseline's
 feature selection (research/tfidf_baseline/tfidf_baseline.py). Offline, CPU, a few seconds."""
 
-import importlib.util
-import os
-
 import numpy as np
 import pytest
 import torch
 
 from conftest import randomize
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def _load(relative_path: str, name: str):
-    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, relative_path))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-probe = _load("research/stall_diagnosis/probe.py", "stall_probe")
-tfidf = _load("research/tfidf_baseline/tfidf_baseline.py", "tfidf_baseline")
+from research.stall_diagnosis import probe
+from research.tfidf_baseline import tfidf_baseline as tfidf
 
 
 def _inputs():
@@ -35,16 +22,22 @@ def _inputs():
 
 @pytest.mark.parametrize("pooling", ["max", "mean"])
 def test_unfixed_probe_model_matches_ran_hf(one_thread, pooling):
-    """fix="none" re-implements ran_hf's memory review exactly (same weights, padding included), and the patch
-    stays on the probe's instances: a fresh ran_hf model still runs ran_hf's own layer code."""
+    """The recording hooks leave the computation untouched (same weights, padding included, recorder on), and stay
+    on the probe's instances: a fresh ran_hf model has none."""
     from ran_hf import RANForSequenceClassification
 
     patched = randomize(probe.build_model(97, pooling, True, "none", 0.02, seed=0), seed=1).eval()
     plain = RANForSequenceClassification(patched.config).eval()
     plain.load_state_dict(patched.state_dict())
-    assert "_attend_tokens" not in vars(plain.ran.layers[0])
-    with torch.no_grad():
-        torch.testing.assert_close(patched(**_inputs()).logits, plain(**_inputs()).logits, rtol=1e-5, atol=1e-6)
+    assert not plain.ran.layers[0]._forward_pre_hooks and not plain.ran.layers[0].memory_review._forward_hooks
+    probe.RECORDER.active = True
+    try:
+        with torch.no_grad():
+            torch.testing.assert_close(patched(**_inputs()).logits, plain(**_inputs()).logits, rtol=0, atol=0)
+    finally:
+        probe.RECORDER.active = False
+    values = probe.RECORDER.values
+    assert values["layer1.read"].shape == (*values["grid_mask"].shape, patched.config.hidden_size)
 
 
 def test_fixes_change_what_they_claim(one_thread):
