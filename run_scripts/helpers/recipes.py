@@ -2,10 +2,10 @@
 """Named recipes for training a RAN classifier from scratch: RANConfig fields plus `TrainingArguments` flags.
 
 `from-scratch` (the default of `run_classification.py` when no `--model_name_or_path` is given) turns on
-`memory_review_residual`: from random weights the authors' memory review passes each token through a path of gain
+`memory_review_residual` and mean pooling in the cell transform: from random weights the authors' memory review passes each token through a path of gain
 ~0.01, and in the first ~10 optimiser steps every token of a document collapses to one vector, after which the
-model stays at chance (`docs/stall/README.md`). With the residual the full model trains. The learning rate and
-warm-up were chosen on the dev split carved from Hyperpartisan's training data (README, "The main job").
+model stays at chance (`docs/stall/README.md`). With the residual the full model trains. The pooling and the
+learning rate were chosen on the dev split carved from Hyperpartisan's training data (README, "The main job").
 
 `authors` is the authors' architecture exactly (what a converted checkpoint uses), with the script's own defaults.
 """
@@ -25,7 +25,7 @@ class Recipe:
 RECIPES = {
     recipe.name: recipe
     for recipe in (
-        Recipe("from-scratch", config={"memory_review_residual": True},
+        Recipe("from-scratch", config={"memory_review_residual": True, "pooler_pooling": "mean"},
                training_flags=("--learning_rate", "1e-3", "--warmup_steps", "0.1", "--lr_scheduler_type", "linear")),
         Recipe("authors"),
     )

@@ -36,11 +36,11 @@ def run(tmp_path, name, *flags):
 
 def test_recipe_is_the_from_scratch_default_and_authors_turns_it_off(tmp_path):
     out, config, args = run(tmp_path, "recipe")
-    assert config["memory_review_residual"] is True
+    assert config["memory_review_residual"] is True and config["pooler_pooling"] == "mean"
     assert args.learning_rate == 1e-3 and args.lr_scheduler_type == "linear"
 
     _, config, args = run(tmp_path, "authors", "--recipe", "authors")
-    assert config["memory_review_residual"] is False
+    assert config["memory_review_residual"] is False and config["pooler_pooling"] == "max"
     assert args.learning_rate == 3e-4
 
     # explicit flags win over the recipe
