@@ -112,10 +112,10 @@ class ModelArguments(RANModelArguments):
     recipe: str = field(
         default="from-scratch",
         metadata={"help": "From scratch only (ignored with --model_name_or_path): 'from-scratch' turns on "
-                          "memory_review_residual and mean pooling in the cell transform and trains at lr 1e-3 with 10% linear warm-up (the full model "
-                          "stalls at chance from random weights without it: docs/stall/README.md); 'authors' is the "
-                          "authors' architecture with the script's defaults. Explicit flags and --config_overrides "
-                          "win over the recipe.",
+                          "memory_review_residual and mean pooling in the cell transform, and trains at lr 1e-3 with "
+                          "10% linear warm-up (without the residual the full model stalls at chance from random "
+                          "weights: docs/stall/README.md); 'authors' is the authors' architecture with the script's "
+                          "defaults. Explicit flags and --config_overrides win over the recipe.",
                   "choices": sorted(RECIPES)},
     )
 
