@@ -3,9 +3,8 @@
 
 `from-scratch` (the default of `run_classification.py` when no `--model_name_or_path` is given) turns on
 `memory_review_residual` and mean pooling in the cell transform. From random weights the authors' memory review
-passes each token through a path of gain
-~0.01, and in the first ~10 optimiser steps every token of a document collapses to one vector, after which the
-model stays at chance (`docs/stall/README.md`). With the residual the full model trains. The pooling and the
+passes each token through a path of gain ~0.01, and in the first ~10 optimiser steps every token of a document
+collapses to one vector, after which the model stays at chance (`docs/stall/README.md`). With the residual the full model trains. The pooling and the
 learning rate were chosen on the dev split carved from Hyperpartisan's training data (README, "The main job").
 
 `authors` is the authors' architecture exactly (what a converted checkpoint uses), with the script's own defaults.
