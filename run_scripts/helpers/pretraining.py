@@ -136,21 +136,21 @@ class MaskedLMCollator:
 
 
 def masked_predictions(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """`preprocess_logits_for_metrics`: keep the predicted ids, not the (.., vocab) logits."""
+    """`preprocess_logits_for_metrics`: the predicted ids `(batch, length)` instead of the logits. Masked-only logits
+    (`sparse_prediction`, shape `(masked tokens, vocab)`) are put back in the batch's layout, -100 where nothing is
+    predicted: Trainer trims the last evaluation batch along the first dimension, which must be the batch."""
     if isinstance(logits, tuple):
         logits = logits[0]
-    return logits.argmax(dim=-1)
+    predicted = logits.argmax(dim=-1)
+    if predicted.dim() == 1:
+        dense = torch.full_like(labels, -100)
+        dense[labels != -100] = predicted
+        predicted = dense
+    return predicted
 
 
 def masked_accuracy(eval_prediction) -> dict:
-    """`compute_metrics`: the share of masked tokens predicted right. The predictions are `(blocks, length)` from
-    the dense head, or `(masked tokens,)` with `sparse_prediction` (the masked positions in row-major order, the
-    order of `labels[labels != -100]`)."""
+    """`compute_metrics`: the share of masked tokens (label != -100) predicted right."""
     predictions, labels = np.asarray(eval_prediction.predictions), np.asarray(eval_prediction.label_ids)
     scored = labels != -100
-    if predictions.ndim == labels.ndim:
-        predictions = predictions[scored]
-    elif predictions.shape[0] != scored.sum():
-        raise ValueError(f"Masked-LM accuracy: {predictions.shape[0]} sparse predictions for {scored.sum()} masked "
-                         f"tokens.")
-    return {"accuracy": float((predictions == labels[scored]).mean()) if scored.any() else float("nan")}
+    return {"accuracy": float((predictions[scored] == labels[scored]).mean()) if scored.any() else float("nan")}
