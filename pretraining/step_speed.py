@@ -6,7 +6,10 @@ Every case (hidden size x block length x masked-only logits on/off x torch threa
 optimizer; the cases run round-robin, one step each per round, so the load of a shared machine falls on all of
 them alike. Reported: the median step time over the rounds (after `--warmup` rounds) and tokens/s = block / median.
 
-    python pretraining/step_speed.py --hidden_sizes 256 384 --blocks 2048 4096 --threads 1 2 --rounds 5
+    python pretraining/step_speed.py --hidden_sizes 256 --blocks 2048 4096 --threads 1 2 --rounds 3 \
+        --vocab_sizes 24000 --extra 384:4096:1:1:24000 384:4096:0:1:24000
+    python pretraining/step_speed.py --hidden_sizes 256 --blocks 4096 --threads 1 --sparse 1 --rounds 3 \
+        --vocab_sizes 16000 24000 32000
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import argparse
 import itertools
 import json
 import statistics
+import sys
 import time
 
 import torch
@@ -43,26 +47,30 @@ def main(argv=None):
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--head_size", type=int, default=64)
     parser.add_argument("--window", type=int, default=256)
-    parser.add_argument("--vocab_size", type=int, default=24000)
+    parser.add_argument("--vocab_sizes", type=int, nargs="+", default=[16000])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--extra", nargs="*", default=[], metavar="D:BLOCK:SPARSE:THREADS:VOCAB",
+                        help="more single cases, e.g. 384:4096:1:1:16000")
     parser.add_argument("--json", default=None, help="also write the results here")
     args = parser.parse_args(argv)
 
-    collator = masking_collator(args.vocab_size)
+    collators = {}
     generator = torch.Generator().manual_seed(0)
     cases = []
-    for hidden, block, sparse, threads in itertools.product(args.hidden_sizes, args.blocks, args.sparse,
-                                                            args.threads):
-        config = RANConfig(vocab_size=args.vocab_size, hidden_size=hidden, num_hidden_layers=args.layers,
+    grid = list(itertools.product(args.hidden_sizes, args.blocks, args.sparse, args.threads, args.vocab_sizes))
+    grid += [tuple(int(x) for x in extra.split(":")) for extra in args.extra]
+    for hidden, block, sparse, threads, vocab in grid:
+        collator = collators.setdefault(vocab, masking_collator(vocab))
+        config = RANConfig(vocab_size=vocab, hidden_size=hidden, num_hidden_layers=args.layers,
                            num_attention_heads=hidden // args.head_size, attention_head_size=args.head_size,
                            window_size=args.window, sparse_prediction=bool(sparse))
         torch.manual_seed(0)
         model = RANForMaskedLM(config).train()
-        ids = torch.randint(5, args.vocab_size, (1, block), generator=generator)
+        ids = torch.randint(5, vocab, (1, block), generator=generator)
         ids[0, 0], ids[0, -1] = 2, 3
         batch = collator([{"input_ids": ids[0].tolist()}])
-        cases.append({"hidden": hidden, "block": block, "sparse": sparse, "threads": threads, "model": model,
+        cases.append({"vocab": vocab, "hidden": hidden, "block": block, "sparse": sparse, "threads": threads, "model": model,
                       "optimizer": torch.optim.AdamW(model.parameters(), lr=1e-4), "batch": batch, "times": [],
                       "params_M": round(sum(p.numel() for p in model.parameters()) / 1e6, 2)})
     for round_ in range(args.warmup + args.rounds):
@@ -76,18 +84,20 @@ def main(argv=None):
             elapsed = time.perf_counter() - start
             if round_ >= args.warmup:
                 case["times"].append(elapsed)
-    print(f"vocab {args.vocab_size}, {args.layers} layers, heads of {args.head_size}, window {args.window}; "
-          f"median of {args.rounds} steps, batch 1 block; fp32")
-    print("| D | params | block | masked-only logits | threads | s/step | tokens/s |")
-    print("| ---: | ---: | ---: | --- | ---: | ---: | ---: |")
+            print(f"round {round_}: D {case['hidden']} block {case['block']} sparse {case['sparse']} threads "
+                  f"{case['threads']}: {elapsed:.2f} s", file=sys.stderr, flush=True)
+    print(f"{args.layers} layers, heads of {args.head_size}, window {args.window}; median of {args.rounds} steps, "
+          f"batch 1 block; fp32")
+    print("| vocab | D | params | block | masked-only logits | threads | s/step | tokens/s |")
+    print("| ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |")
     rows = []
     for case in cases:
         median = statistics.median(case["times"])
-        row = {k: case[k] for k in ("hidden", "params_M", "block", "sparse", "threads")}
+        row = {k: case[k] for k in ("vocab", "hidden", "params_M", "block", "sparse", "threads")}
         row.update(s_per_step=round(median, 3), tokens_per_s=round(case["block"] / median),
                    times=[round(t, 3) for t in case["times"]])
         rows.append(row)
-        print(f"| {row['hidden']} | {row['params_M']}M | {row['block']} | {'yes' if row['sparse'] else 'no'} | "
+        print(f"| {row['vocab']} | {row['hidden']} | {row['params_M']}M | {row['block']} | {'yes' if row['sparse'] else 'no'} | "
               f"{row['threads']} | {row['s_per_step']} | {row['tokens_per_s']} |")
     if args.json:
         with open(args.json, "w") as f:

@@ -14,7 +14,7 @@ per word on the held-out documents of `--heldout_split`.
 
     python run_scripts/train_tokenizer.py --train_files corpus.txt more.jsonl.gz --vocab_size 16000 \
         --output_dir outputs/tokenizer
-    python run_scripts/train_tokenizer.py --train_dirs ../shared/data/gutenberg-more ../shared/data/gutenberg \
+    python run_scripts/train_tokenizer.py --train_dirs DATA/gutenberg-more DATA/gutenberg \
         --split_column split --vocab_size 24000 --output_dir outputs/tokenizer-books
 """
 

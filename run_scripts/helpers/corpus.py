@@ -3,8 +3,8 @@
 `IterableDataset`, cut into long blocks that never cross two documents.
 
 Nothing here holds the corpus in memory: the shards are read line by line, one document (one book, a few MB) at a
-time, and `datasets` streams the tokenized blocks through a bounded shuffle buffer. `read_blocks` is the plain,
-non-streamed reading of the same files that the tests compare the stream against.
+time, and `datasets` streams the tokenized blocks through a bounded shuffle buffer. `read_blocks` reads a small
+split (the held-out documents) into memory.
 """
 
 from __future__ import annotations
@@ -124,9 +124,13 @@ def streamed_blocks(documents: datasets.IterableDataset, tokenizer, block_size: 
 
 
 def read_blocks(shards: Sequence[str | Path], tokenizer, block_size: int, min_block_size: int,
-                text_column: str = "text", split_column: str | None = None, split: str | None = None) -> list:
-    """The blocks of the shards read without streaming, one document at a time (the reference the stream must
-    match, and the small validation set, which is held in memory)."""
-    return [block for doc in iter_documents(shards, text_column, split_column, split)
-            for block in cut_document(tokenizer(doc["text"], add_special_tokens=False)["input_ids"], block_size,
-                                      tokenizer.cls_token_id, tokenizer.sep_token_id, min_block_size)]
+                text_column: str = "text", split_column: str | None = None,
+                split: str | None = None) -> tuple[list[list[int]], list[int]]:
+    """The blocks of the shards read without streaming, one document at a time, and each document's length in
+    tokens (with [CLS] and [SEP]): for the small validation set, which is held in memory."""
+    blocks, lengths = [], []
+    for doc in iter_documents(shards, text_column, split_column, split):
+        ids = tokenizer(doc["text"], add_special_tokens=False)["input_ids"]
+        lengths.append(len(ids) + 2)
+        blocks += cut_document(ids, block_size, tokenizer.cls_token_id, tokenizer.sep_token_id, min_block_size)
+    return blocks, lengths

@@ -80,12 +80,13 @@ def streamed_corpus_datasets(data_args, tokenizer, seed: int) -> tuple[dict, dic
     logger.info(f"Training corpus: {len(shards)} shard(s), streamed in blocks of up to {data_args.block_size} tokens"
                 f" (shuffle buffer {data_args.shuffle_buffer_size} blocks).")
     if data_args.split_column:
-        blocks = read_blocks(shards, tokenizer, data_args.block_size, data_args.min_block_size,
-                             data_args.text_column_name, data_args.split_column, data_args.validation_split)
+        blocks, document_lengths = read_blocks(shards, tokenizer, data_args.block_size, data_args.min_block_size,
+                                               data_args.text_column_name, data_args.split_column,
+                                               data_args.validation_split)
         if not blocks:
             raise ValueError(f"--train_dirs: no document has {data_args.split_column} == "
                              f"{data_args.validation_split!r}; pass the held-out split's name with --validation_split.")
-        stats["validation"] = length_statistics([len(b) for b in blocks])
+        stats["validation"] = length_statistics(document_lengths)
         limit = data_args.max_eval_samples
         if limit and limit < len(blocks):
             keep = np.unique(np.linspace(0, len(blocks) - 1, limit).round().astype(int))

@@ -17,7 +17,7 @@ from safetensors.torch import load_file
 from transformers import AutoTokenizer
 
 from run_scripts import run_mlm, train_tokenizer
-from run_scripts.helpers.corpus import corpus_shards, streamed_blocks, streamed_documents
+from run_scripts.helpers.corpus import corpus_shards, read_blocks, streamed_blocks, streamed_documents
 from run_scripts.helpers.pretraining import masked_accuracy, masked_predictions
 
 
@@ -116,6 +116,10 @@ def test_stream_yields_the_blocks_of_a_plain_reading(corpus, tokenizer_dir):
     for split in ("train", "validation"):
         streamed = [row["input_ids"] for row in stream(corpus, tok, split)]
         assert streamed == reference_blocks(corpus, tok, split)
+    held_out, lengths = read_blocks(corpus_shards(corpus["dirs"], "train_dirs"), tok, BLOCK, 8,
+                                    split_column="split", split="validation")
+    assert held_out == reference_blocks(corpus, tok, "validation")
+    assert lengths == [len(tok(corpus["books"][5])["input_ids"])]
     shuffled = [row["input_ids"] for row in stream(corpus, tok).shuffle(seed=1, buffer_size=5)]
     assert sorted(shuffled) == sorted(reference_blocks(corpus, tok, "train")) != shuffled
 
