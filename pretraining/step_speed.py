@@ -70,7 +70,8 @@ def main(argv=None):
         ids = torch.randint(5, vocab, (1, block), generator=generator)
         ids[0, 0], ids[0, -1] = 2, 3
         batch = collator([{"input_ids": ids[0].tolist()}])
-        cases.append({"vocab": vocab, "hidden": hidden, "block": block, "sparse": sparse, "threads": threads, "model": model,
+        cases.append({"vocab": vocab, "hidden": hidden, "block": block, "sparse": sparse, "threads": threads,
+                      "model": model,
                       "optimizer": torch.optim.AdamW(model.parameters(), lr=1e-4), "batch": batch, "times": [],
                       "params_M": round(sum(p.numel() for p in model.parameters()) / 1e6, 2)})
     for round_ in range(args.warmup + args.rounds):
@@ -97,7 +98,8 @@ def main(argv=None):
         row.update(s_per_step=round(median, 3), tokens_per_s=round(case["block"] / median),
                    times=[round(t, 3) for t in case["times"]])
         rows.append(row)
-        print(f"| {row['vocab']} | {row['hidden']} | {row['params_M']}M | {row['block']} | {'yes' if row['sparse'] else 'no'} | "
+        print(f"| {row['vocab']} | {row['hidden']} | {row['params_M']}M | {row['block']} | "
+              f"{'yes' if row['sparse'] else 'no'} | "
               f"{row['threads']} | {row['s_per_step']} | {row['tokens_per_s']} |")
     if args.json:
         with open(args.json, "w") as f:

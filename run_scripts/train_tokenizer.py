@@ -125,7 +125,8 @@ def main(argv: list[str] | None = None):
     with open(os.path.join(args.output_dir, "README.md"), "w", encoding="utf-8") as f:
         f.write(
             "# WordPiece tokenizer for RAN\n\n"
-            f"Trained with `run_scripts/train_tokenizer.py` (`tokenizers` WordPiece) on {n_documents} documents/lines of "
+            f"Trained with `run_scripts/train_tokenizer.py` (`tokenizers` WordPiece) on {n_documents} documents/lines "
+            "of "
             f"{', '.join(f'`{p}`' for p in sources)}: vocabulary {len(tokenizer)}, "
             f"{'lower-cased' if args.lowercase else 'cased'}, {info['chars_per_token']} characters per token "
             f"(first {len(sample)} texts).{heldout} Special tokens: {info['special_tokens']}. `model_max_length` is "

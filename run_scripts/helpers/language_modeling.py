@@ -235,10 +235,11 @@ def main(argv: Sequence[str] | None, causal: bool) -> dict:
                          data_collator=collator, **metric_hooks)
     results: dict = {}
     if training_args.do_train:
-        results["train"] = train_and_save(trainer, resume, **({} if streamed else {"train_blocks": len(data["train"])}))
+        block_count = {} if streamed else {"train_blocks": len(data["train"])}  # a stream has no length
+        results["train"] = train_and_save(trainer, resume, **block_count)
     sample = None
     if "validation" in data:
-        set_seed(training_args.seed)  # masked LM: the same masks for every evaluation run with this seed
+        set_seed(training_args.seed)  # (masked LM: the validation masks were drawn once, by mask_once)
         metrics = trainer.evaluate()
         metrics["eval_blocks"] = len(data["validation"])
         metrics["eval_tokens"] = sum(len(x) for x in data["validation"]["input_ids"])
@@ -248,8 +249,8 @@ def main(argv: Sequence[str] | None, causal: bool) -> dict:
         results["eval"] = metrics
         what = "per token" if causal else "masked-token"
         accuracy = "" if causal else f", masked-token accuracy {metrics['eval_accuracy']:.4f}"
-        print(f"\nValidation: {what} loss {metrics['eval_loss']:.4f}, perplexity {metrics['perplexity']:.2f}{accuracy} "
-              f"({metrics['eval_tokens']} tokens in {metrics['eval_blocks']} blocks)\n", flush=True)
+        print(f"\nValidation: {what} loss {metrics['eval_loss']:.4f}, perplexity {metrics['perplexity']:.2f}"
+              f"{accuracy} ({metrics['eval_tokens']} tokens in {metrics['eval_blocks']} blocks)\n", flush=True)
         if causal:
             sample = sample_continuation(trainer.model, tokenizer, data["validation"][0]["input_ids"][:32])
             logger.info(f"Greedy continuation: {sample}")

@@ -211,3 +211,20 @@ def test_bad_arguments(corpus, tokenizer_dir, tmp_path):
                       tokenizer_dir, "--output_dir", str(tmp_path / "c"), *MODEL])
     with pytest.raises(ValueError, match="no document has split == 'dev'"):
         run(corpus, tokenizer_dir, tmp_path / "d", "--max_steps", "1", "--validation_split", "dev")
+
+
+def test_step_speed_script_runs(tmp_path):
+    """pretraining/step_speed.py on a tiny model: one row per case, with positive timings."""
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[2] / "pretraining" / "step_speed.py"
+    spec = importlib.util.spec_from_file_location("step_speed", path)
+    step_speed = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(step_speed)
+    rows = step_speed.main(["--hidden_sizes", "32", "--head_size", "16", "--blocks", "48", "--threads", "1",
+                            "--layers", "1", "--window", "16", "--vocab_sizes", "60", "--rounds", "1", "--warmup", "0",
+                            "--extra", "32:48:1:1:80", "--json", str(tmp_path / "speed.json")])
+    assert [(r["sparse"], r["vocab"]) for r in rows] == [(0, 60), (1, 60), (1, 80)]
+    assert all(r["tokens_per_s"] > 0 for r in rows)
+    assert json.load(open(tmp_path / "speed.json"))["rows"] == rows
