@@ -1419,15 +1419,23 @@ class RANForMaskedLM(RANPreTrainedModel):
     ) -> MaskedLMOutput | tuple:
         r"""
         labels (`torch.LongTensor` of shape `(batch_size, sequence_length)`, *optional*):
-            Token ids to predict; -100 marks positions without a loss (and pads, if you like).
+            Token ids to predict; -100 marks positions without a loss (and pads, if you like). With
+            `config.sparse_prediction`, the returned `logits` are only those of the positions with a label,
+            `(num_masked, vocab_size)` in row-major order (`logits == dense_logits[labels != -100]`).
         """
         _check_forward_kwargs(self, kwargs)
         outputs = self.ran(input_ids, **_encoder_kwargs(attention_mask, inputs_embeds, initial_cell,
                                                          output_hidden_states, output_attentions))
-        logits = self.lm_head(outputs.last_hidden_state)
+        hidden_states = outputs.last_hidden_state
         loss = None
         if labels is not None:
-            _check_labels(type(self).__name__, "labels", labels, (tuple(logits.shape[:2]),), self.config.vocab_size)
+            _check_labels(type(self).__name__, "labels", labels, (tuple(hidden_states.shape[:2]),),
+                          self.config.vocab_size)
+            if self.config.sparse_prediction:  # the head only where there is a loss: (num_masked, D)
+                predicted = labels != -100
+                hidden_states, labels = hidden_states[predicted], labels[predicted]
+        logits = self.lm_head(hidden_states)
+        if labels is not None:
             loss = self.loss_function(logits, labels, vocab_size=self.config.vocab_size, **kwargs)
         output = MaskedLMOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
                                 attentions=outputs.attentions)

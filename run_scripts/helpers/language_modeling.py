@@ -24,6 +24,15 @@ from transformers.trainer_utils import IntervalStrategy
 
 from .data_files import check_file, read_records, split_columns
 from .model_args import RANModelArguments, build_model
+from .pretraining import (
+    CorpusArguments,
+    MaskedLMCollator,
+    check_corpus_arguments,
+    mask_once,
+    masked_accuracy,
+    masked_predictions,
+    streamed_corpus_datasets,
+)
 from .reports import (
     command_line,
     format_length_table,
@@ -141,14 +150,23 @@ def lm_datasets(texts: dict[str, list[str]], tokenizer, data_args: LMDataArgumen
 def lm_data_section(data_args: LMDataArguments, data: dict, tokenizer_source: str, length_report: str,
                     note: str = "") -> str:
     """The model card's "Data" paragraph of run_mlm.py / run_clm.py."""
-    validation = data_args.validation_file or f"last {data_args.validation_split_percentage:g}% of train"
-    return (f"Train `{data_args.train_file}`, validation `{validation}`; blocks of {data_args.block_size} tokens "
-            f"(train {len(data.get('train', []))}, validation {len(data.get('validation', []))}){note}. Tokenizer: "
+    train_dirs = getattr(data_args, "train_dirs", None)
+    if train_dirs:
+        split = f" ({data_args.split_column} == {data_args.train_split!r})" if data_args.split_column else ""
+        train = f"{', '.join(f'`{d}`' for d in train_dirs)}{split}, streamed"
+        validation = data_args.validation_file or (f"{data_args.split_column} == {data_args.validation_split!r}"
+                                                   if data_args.split_column else "none")
+    else:
+        train = f"`{data_args.train_file}`"
+        validation = data_args.validation_file or f"last {data_args.validation_split_percentage:g}% of train"
+    counts = {split: len(ds) if isinstance(ds, datasets.Dataset) else "streamed" for split, ds in data.items()}
+    return (f"Train {train}, validation `{validation}`; blocks of {data_args.block_size} tokens "
+            f"(train {counts.get('train', 0)}, validation {counts.get('validation', 0)}){note}. Tokenizer: "
             f"{tokenizer_source}. Document lengths in tokens:\n\n{length_report}")
 
 
 @dataclass
-class MLMDataArguments(LMDataArguments):
+class MLMDataArguments(CorpusArguments, LMDataArguments):
     mlm_probability: float = field(default=0.15, metadata={"help": "Share of tokens to mask."})
 
 
@@ -167,24 +185,37 @@ def main(argv: Sequence[str] | None, causal: bool) -> dict:
     setup_logging(training_args)
     setup_threads(model_args)
     started = time.time()
+    streamed = not causal and bool(data_args.train_dirs)  # run_mlm.py on a streamed corpus (--train_dirs)
+    if streamed:
+        check_corpus_arguments(data_args, training_args, model_args)
     if not steps_given(argv):
-        training_args.do_train = data_args.train_file is not None
-    if training_args.do_train and not data_args.train_file:
-        raise ValueError(f"{task} training needs --train_file (.txt/.jsonl/.json/.csv).")
+        training_args.do_train = data_args.train_file is not None or streamed
+    if training_args.do_train and not (data_args.train_file or streamed):
+        raise ValueError(f"{task} training needs --train_file (.txt/.jsonl/.json/.csv)"
+                         + ("." if causal else " or --train_dirs (a corpus of jsonl shards, streamed)."))
     if not training_args.do_train and not (data_args.validation_file and model_args.model_name_or_path):
         raise ValueError("Nothing to do: pass --train_file (training), or --validation_file with "
                          "--model_name_or_path (evaluation of a trained model).")
     set_seed(training_args.seed)
 
     texts = read_lm_texts(data_args, training_args)
-    disable_eval_if_no_data(training_args, "validation" in texts)
+    disable_eval_if_no_data(training_args, "validation" in texts or (streamed and bool(data_args.split_column)))
     resume = resolve_checkpoint(training_args) if training_args.do_train else None
     tokenizer, tokenizer_source = get_tokenizer(model_args, lambda: texts["train"], resume_checkpoint=resume)
     if causal:
         use_causal_lm_template(tokenizer)
     elif tokenizer.mask_token is None:
         raise ValueError(f"The tokenizer ({tokenizer_source}) has no mask token; masked-LM training needs one.")
-    data, doc_stats = lm_datasets(texts, tokenizer, data_args, causal=causal)
+    if streamed:
+        data, doc_stats = streamed_corpus_datasets(data_args, tokenizer, training_args.seed)
+        if "validation" in texts:
+            more_data, more_stats = lm_datasets({"validation": texts["validation"]}, tokenizer, data_args, causal)
+            data.update(more_data)
+            doc_stats.update(more_stats)
+    else:
+        data, doc_stats = lm_datasets(texts, tokenizer, data_args, causal=causal)
+    if not causal and "validation" in data:
+        data["validation"] = mask_once(data["validation"], tokenizer, data_args.mlm_probability, training_args.seed)
     report = format_length_table(doc_stats)
     template = "[SEP] ..." if causal else "[CLS] ... [SEP]"
     print(f"\nDocument lengths in tokens ({tokenizer_source}; as {template}):\n{report}\n", flush=True)
@@ -196,16 +227,19 @@ def main(argv: Sequence[str] | None, causal: bool) -> dict:
         collator = DataCollatorForLanguageModeling(tokenizer, mlm=False)  # labels = input_ids, -100 at pads
     else:
         model = build_model(AutoModelForMaskedLM, model_args, tokenizer)
-        collator = DataCollatorForLanguageModeling(tokenizer, mlm=True, mlm_probability=data_args.mlm_probability)
+        collator = MaskedLMCollator(tokenizer, mlm_probability=data_args.mlm_probability, seed=training_args.seed)
+    metric_hooks = {} if causal else {"compute_metrics": masked_accuracy,
+                                      "preprocess_logits_for_metrics": masked_predictions}
     trainer = RANTrainer(model=model, args=training_args, train_dataset=data.get("train") if training_args.do_train
                          else None, eval_dataset=data.get("validation"), processing_class=tokenizer,
-                         data_collator=collator)
+                         data_collator=collator, **metric_hooks)
     results: dict = {}
     if training_args.do_train:
-        results["train"] = train_and_save(trainer, resume, train_blocks=len(data["train"]))
+        block_count = {} if streamed else {"train_blocks": len(data["train"])}  # a stream has no length
+        results["train"] = train_and_save(trainer, resume, **block_count)
     sample = None
     if "validation" in data:
-        set_seed(training_args.seed)  # masked LM: the same masks for every evaluation run with this seed
+        set_seed(training_args.seed)  # (masked LM: the validation masks were drawn once, by mask_once)
         metrics = trainer.evaluate()
         metrics["eval_blocks"] = len(data["validation"])
         metrics["eval_tokens"] = sum(len(x) for x in data["validation"]["input_ids"])
@@ -214,8 +248,9 @@ def main(argv: Sequence[str] | None, causal: bool) -> dict:
         trainer.save_metrics("eval", metrics)
         results["eval"] = metrics
         what = "per token" if causal else "masked-token"
-        print(f"\nValidation: {what} loss {metrics['eval_loss']:.4f}, perplexity {metrics['perplexity']:.2f} "
-              f"({metrics['eval_tokens']} tokens in {metrics['eval_blocks']} blocks)\n", flush=True)
+        accuracy = "" if causal else f", masked-token accuracy {metrics['eval_accuracy']:.4f}"
+        print(f"\nValidation: {what} loss {metrics['eval_loss']:.4f}, perplexity {metrics['perplexity']:.2f}"
+              f"{accuracy} ({metrics['eval_tokens']} tokens in {metrics['eval_blocks']} blocks)\n", flush=True)
         if causal:
             sample = sample_continuation(trainer.model, tokenizer, data["validation"][0]["input_ids"][:32])
             logger.info(f"Greedy continuation: {sample}")
@@ -243,8 +278,11 @@ def write_card(training_args, data_args, data, model, results, tokenizer_source,
             if sample:
                 sections["Results"] += f"\n\nGreedy continuation of the first validation block:\n\n> {sample}"
         else:
-            sections["Results"] = ("Masked-token loss on the validation blocks (15% of the tokens masked, BERT "
-                                   f"80/10/10 replacement) and its exponential:\n\n{table}")
+            table = format_metrics_table({"validation": {"loss": e["eval_loss"], "perplexity": e["perplexity"],
+                                                         "accuracy": e["eval_accuracy"]}})
+            sections["Results"] = ("Masked-token loss on the validation blocks (15% of the tokens masked once with the "
+                                   "run's seed, BERT 80/10/10 replacement), its exponential and the share of masked "
+                                   f"tokens predicted right:\n\n{table}")
     sections["Data"] = lm_data_section(data_args, data, tokenizer_source, length_report, note=", each document started and ended by [SEP]" if causal else "")
     if "train" in results:
         sections["Training"] = f"{results['train'].get('train_runtime', 0):.0f} s of training."
