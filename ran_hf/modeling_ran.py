@@ -215,17 +215,26 @@ class RANWindowLayout:
     window_size: int
     causal: bool
     all_real: bool
+    static: bool = False
 
     @classmethod
     def from_mask(
         cls, sequence_mask: torch.Tensor, window_size: int, min_window_size: int = 0, causal: bool = False,
-        offset: torch.Tensor | None = None,
+        offset: torch.Tensor | None = None, static: bool = False,
     ) -> "RANWindowLayout":
-        """Layout of the real tokens `sequence_mask` (B, L); `offset` (B,) continues open windows (causal only)."""
+        """Layout of the real tokens `sequence_mask` (B, L); `offset` (B,) continues open windows (causal only).
+
+        `static=True` (bidirectional only; used under `torch.compile` / `torch.export`) sizes the grid from the
+        tensor shape alone, never from the mask's values: `ceil(L / W) + 1` windows of `W + min_window_size - 1`
+        slots (room for a merged remainder), pad-only windows and slots masked out. The outputs are the same; the
+        grid is just not trimmed to the batch's real lengths.
+        """
         batch_size, seq_len = sequence_mask.shape
         device = sequence_mask.device
         if causal:
             min_window_size = 0
+        if static and (causal or offset is not None):
+            raise ValueError("RANWindowLayout: a static layout is bidirectional (no causal mode, no offset).")
         if offset is not None and not bool((offset > 0).any()):
             offset = None
         lengths = sequence_mask.sum(-1)
@@ -233,7 +242,10 @@ class RANWindowLayout:
         stream_length = start + lengths  # the row's positions counted from the start of its first window
         windows_per_row = _windows_per_row(stream_length, window_size, min_window_size)
         windows_per_row = torch.where(lengths > 0, windows_per_row, 0)
-        num_windows = max(int(windows_per_row.max()), 1)
+        if static:  # one spare (pad-only) window keeps the window axis >= 2: size 1 would be specialized on
+            num_windows = (seq_len + 2 * window_size - 1) // window_size  # ceil(L / W) + 1, as one floor division
+        else:
+            num_windows = max(int(windows_per_row.max()), 1)
 
         window_index = torch.arange(num_windows, device=device)
         # each window's first and last stream position (the last window of a row runs to the row's end)
@@ -242,8 +254,11 @@ class RANWindowLayout:
         window_end = torch.where(is_last, stream_length[:, None], (window_index[None, :] + 1) * window_size)
         window_sizes = torch.where(window_index[None, :] < windows_per_row[:, None], window_end - window_begin, 0)
         window_full = (window_sizes > 0) & (window_end - window_index[None, :] * window_size >= window_size)
-        window_capacity = max(int(window_sizes.max()), 1)
-        if not causal:
+        if static:
+            window_capacity = window_size + max(min_window_size - 1, 0)
+        else:
+            window_capacity = max(int(window_sizes.max()), 1)
+        if not causal and not static:
             window_capacity = max(window_capacity, min(window_size, seq_len))
             if num_windows > 1:
                 window_capacity = max(window_capacity, window_size)
@@ -252,31 +267,35 @@ class RANWindowLayout:
         window_mask = window_sizes > 0
         first_token = window_begin - start[:, None]  # index of each window's first token among the row's real tokens
 
-        all_real = bool(sequence_mask.all())
-        right_padded = bool((sequence_mask == (torch.arange(seq_len, device=device)[None, :] < lengths[:, None])).all())
-        natural = torch.where(window_mask, first_token == window_index[None, :] * window_capacity, True)
-        plain_reshape = right_padded and seq_len <= num_windows * window_capacity and bool(natural.all())
         layout = dict(token_mask=token_mask, window_mask=window_mask, window_full=window_full, lengths=lengths,
                       windows_per_row=windows_per_row, offset=offset, sequence_mask=sequence_mask,
                       num_windows=num_windows, window_capacity=window_capacity, window_size=window_size, causal=causal,
-                      all_real=all_real)
-        if plain_reshape:
-            return cls(gather_index=None, scatter_index=None, **layout)
+                      static=static)
+        if not static:  # eager: the common cases skip the index arithmetic (these checks read the mask's values)
+            right_padded = bool((sequence_mask == (torch.arange(seq_len, device=device)[None, :] < lengths[:, None])).all())
+            natural = torch.where(window_mask, first_token == window_index[None, :] * window_capacity, True)
+            if right_padded and seq_len <= num_windows * window_capacity and bool(natural.all()):
+                return cls(gather_index=None, scatter_index=None, all_real=bool(sequence_mask.all()), **layout)
 
-        # position of each real token once the row's real tokens are packed to the left, in order
-        packed_source = torch.argsort((~sequence_mask).to(torch.int8), dim=-1, stable=True)
-        token_position = (first_token[:, :, None] + slot_index[None, None, :]).reshape(batch_size, -1)
-        source = torch.gather(packed_source, 1, token_position.clamp(0, seq_len - 1))
-        source = torch.where(token_mask.reshape(batch_size, -1), source, 0)
+        # each real token's window and slot, from its rank among the row's real tokens (pure index arithmetic, so
+        # the shapes never depend on the mask's values)
+        rank = sequence_mask.long().cumsum(-1) - 1
+        window = torch.div(rank + start[:, None], window_size, rounding_mode="floor")
+        window = torch.minimum(window.clamp(min=0), (windows_per_row - 1).clamp(min=0)[:, None])
+        slot = rank - torch.gather(first_token, 1, window)
+        grid_size = num_windows * window_capacity
+        grid_slot = window * window_capacity + slot  # (B, L) slot of each real token in its row's grid
+        grid_offset = torch.arange(batch_size, device=device)[:, None] * grid_size
+        scatter = torch.where(sequence_mask, grid_offset + grid_slot, 0)
+        # the inverse map: every grid slot's input position (empty slots read the row's first position, then are
+        # zeroed by `token_mask`); pads write to one extra slot per row that is dropped
         row_offset = torch.arange(batch_size, device=device)[:, None] * seq_len
-        gather_index = (source + row_offset).reshape(-1)
-
-        grid_slot = torch.arange(num_windows * window_capacity, device=device).reshape(1, -1).expand(batch_size, -1)
-        scatter = torch.zeros(batch_size, seq_len, dtype=torch.long, device=device)
-        valid = token_mask.reshape(batch_size, -1)
-        grid_offset = torch.arange(batch_size, device=device)[:, None] * (num_windows * window_capacity)
-        scatter[valid.nonzero(as_tuple=True)[0], source[valid]] = (grid_slot + grid_offset)[valid]
-        return cls(gather_index=gather_index, scatter_index=scatter.reshape(-1), **layout)
+        source = row_offset.expand(batch_size, grid_size + 1)
+        positions = row_offset + torch.arange(seq_len, device=device)[None, :]
+        gather_index = source.scatter(1, torch.where(sequence_mask, grid_slot, grid_size), positions)
+        gather_index = gather_index[:, :grid_size].reshape(-1)
+        return cls(gather_index=gather_index, scatter_index=scatter.reshape(-1),
+                   all_real=not static and bool(sequence_mask.all()), **layout)
 
     def to_grid(self, x: torch.Tensor) -> torch.Tensor:
         """(B, L, ...) sequence -> (B, num_windows, window_capacity, ...) grid; empty slots are zero."""
@@ -321,7 +340,7 @@ class RANWindowLayout:
     def key_mask(self) -> torch.Tensor | None:
         """(B, n, P + C) bool: the keys of each window, past slots (first window only) then slots; None if all real."""
         if self.offset is None:
-            return None if bool(self.token_mask.all()) else self.token_mask
+            return None if not self.static and bool(self.token_mask.all()) else self.token_mask
         past = torch.arange(self.num_past, device=self.token_mask.device)[None, :] < self.offset[:, None]
         first = (torch.arange(self.num_windows, device=past.device) == 0)[None, :, None]
         return torch.cat([past[:, None, :] & first, self.token_mask], dim=-1)
@@ -343,6 +362,14 @@ class RANWindowLayout:
             order = torch.cat([slots.new_full((1 + self.num_past,), -1), slots])  # cell and past come first
             keys = keys & (order[None, :] <= slots[:, None])
         return keys.flatten(0, 1)
+
+
+def _scan(combine_fn, init, xs):
+    """`torch._higher_order_ops.scan` (prototype in torch 2.13): a loop over the leading axis of `xs` that
+    `torch.compile` and `torch.export` trace once, whatever the number of iterations."""
+    from torch._higher_order_ops import scan
+
+    return scan(combine_fn, init, xs)
 
 
 def _windows_per_row(lengths: torch.Tensor, window_size: int, min_window_size: int) -> torch.Tensor:
@@ -711,7 +738,8 @@ class RANLayer(GradientCheckpointingLayer):
         causal = layout.causal
         if causal and state is None:
             state = self.initial_state(cell, batch_size, hidden_states)
-        chunks = _window_chunks(num_windows, capacity, device)
+        # a static layout (compile / export) has a symbolic number of windows: one chunk
+        chunks = [slice(0, num_windows)] if layout.static else _window_chunks(num_windows, capacity, device)
         sizes = [chunk.stop - chunk.start for chunk in chunks]
 
         # 1. every token at once (in chunks of windows on CPU): norm, q/k/v, rotary at the slots' positions
@@ -723,7 +751,7 @@ class RANLayer(GradientCheckpointingLayer):
                                                                                        sin.split(sizes, 1)))
         # split and unbind, never slicing inside loops: each slice's backward would zero-fill a full-length
         # gradient (quadratic in length)
-        pieces = hidden_states.split(sizes, dim=1)
+        pieces = hidden_states.split(sizes, dim=1) if len(sizes) > 1 else [hidden_states]
         projected = [self._project(piece, cos_sin[j] if cos_sin else None) for j, piece in enumerate(pieces)]
         num_past = layout.num_past
         if num_past:  # the open window's earlier tokens, from the state, in front of every window's slots
@@ -740,42 +768,63 @@ class RANLayer(GradientCheckpointingLayer):
         else:
             s = self.initial_cell(cell, batch_size, hidden_states)
             previous_c, has_previous = torch.zeros_like(s), s.new_zeros(batch_size, dtype=torch.bool)
-        keys_by_window = [k for _, _, keys, _ in projected for k in keys.unbind(1)]
-        values_by_window = [v for _, _, _, values in projected for v in values.unbind(1)]
-        masks_by_window = key_mask.unbind(1) if key_mask is not None else [None] * num_windows
         drop_passed_cell = self.training and self.dropout.p > 0 and not causal
-        cells, passed_cells, cell_keys, cell_values = [], [], [], []
-        for i in range(num_windows):
-            if causal and i == num_windows - 1 and not bool(layout.window_full[:, i].any()):
-                # a window no row finishes: its cell would only be read by a later call, which recomputes it
-                _, _, k_cell, v_cell = self._project(s[:, None])
-                cells.append(torch.zeros_like(s))
-                passed_cells.append(s)
-                cell_keys.append(k_cell[:, 0])
-                cell_values.append(v_cell[:, 0])
-                break
-            c, new_s, k_cell, v_cell = self.chain_step(s, previous_c, has_previous, keys_by_window[i],
-                                                       values_by_window[i], masks_by_window[i])
+        # whether a row has finished a window before window i (no cell residual until then, eq. 7)
+        seen = layout.window_mask.long().cumsum(1) - layout.window_mask.long()
+        has_previous = has_previous[:, None] | (seen > 0)  # (B, n)
+
+        def step(carry, window):
+            """One window of the chain (the body of the loop below, or of `scan` when compiling or exporting)."""
+            s, previous_c = carry
+            keys, values, key_mask_i, valid, has_previous_i, i = window
+            c, new_s, k_cell, v_cell = self.chain_step(s, previous_c, has_previous_i, keys, values, key_mask_i)
             if drop_passed_cell:  # the authors drop out the new cell in every window but the last
                 new_s = torch.where((layout.windows_per_row - 1 > i)[:, None], self.dropout(new_s), new_s)
-            if layout.all_real and not causal:
+            if valid is None:
                 s, previous_c = new_s, c
-                has_previous = torch.ones_like(has_previous)
             else:
-                valid = layout.window_mask[:, i]
                 s = torch.where(valid[:, None], new_s, s)
                 previous_c = torch.where(valid[:, None], c, previous_c)
-                has_previous = has_previous | valid
-            cells.append(c)
-            passed_cells.append(s)
-            cell_keys.append(k_cell)
-            cell_values.append(v_cell)
-        cells = torch.stack(cells, dim=1)  # (B, n, D), pre-residual cells c_i
+            # outputs must not alias the carry or each other (a `scan` rule): k/v are views of one projection
+            return (s, previous_c), (c.clone(), s.clone(), k_cell.clone(), v_cell.clone())
+
+        if layout.static:
+            # one traced step for any number of windows: the grid size is symbolic under torch.export / compile
+            (s, _), (cells, passed_cells, cell_keys, cell_values) = _scan(
+                step, (s, previous_c),
+                tuple(t.transpose(0, 1) for t in (projected[0][2], projected[0][3], key_mask, layout.window_mask,
+                                                   has_previous)) + (torch.arange(num_windows, device=device),))
+            cells, passed_cells, cell_keys, cell_values = (t.transpose(0, 1) for t in (cells, passed_cells,
+                                                                                        cell_keys, cell_values))
+        else:
+            keys_by_window = [k for _, _, keys, _ in projected for k in keys.unbind(1)]
+            values_by_window = [v for _, _, _, values in projected for v in values.unbind(1)]
+            masks_by_window = key_mask.unbind(1) if key_mask is not None else [None] * num_windows
+            valid_by_window = [None] * num_windows if layout.all_real and not causal else layout.window_mask.unbind(1)
+            has_previous_by_window = has_previous.unbind(1)
+            cells, passed_cells, cell_keys, cell_values = [], [], [], []
+            for i in range(num_windows):
+                if causal and i == num_windows - 1 and not bool(layout.window_full[:, i].any()):
+                    # a window no row finishes: its cell would only be read by a later call, which recomputes it
+                    _, _, k_cell, v_cell = self._project(s[:, None])
+                    cells.append(torch.zeros_like(s))
+                    passed_cells.append(s)
+                    cell_keys.append(k_cell[:, 0])
+                    cell_values.append(v_cell[:, 0])
+                    break
+                (s, previous_c), (c, _, k_cell, v_cell) = step((s, previous_c), (
+                    keys_by_window[i], values_by_window[i], masks_by_window[i], valid_by_window[i],
+                    has_previous_by_window[i], i))
+                cells.append(c)
+                passed_cells.append(s)
+                cell_keys.append(k_cell)
+                cell_values.append(v_cell)
+            cells = torch.stack(cells, dim=1)  # (B, n, D), pre-residual cells c_i
+            cell_keys, cell_values = torch.stack(cell_keys, 1), torch.stack(cell_values, 1)  # (B, n, H, d)
         if causal:  # only finished windows have a cell
             cells = cells * layout.window_full[..., None].to(cells.dtype)
         elif not layout.all_real:
             cells = cells * layout.window_mask[..., None].to(cells.dtype)
-        cell_keys, cell_values = torch.stack(cell_keys, 1), torch.stack(cell_values, 1)  # (B, n, H, d)
 
         # 3. per chunk of windows: token attention over [cell; window] for all its windows in one call, then memory
         # review of its tokens (bidirectional: all the row's cells; causal: the history and the earlier windows)
@@ -1097,6 +1146,7 @@ class RANModel(RANPreTrainedModel):
         )
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         causal = self.config.is_decoder
+        _check_export_path(causal)
         cache = past_key_values
         if not causal and cache is not None:
             raise ValueError("RANModel: `past_key_values` needs a causal model (`config.is_decoder=True`).")
@@ -1118,7 +1168,7 @@ class RANModel(RANPreTrainedModel):
             raise ValueError(f"RANModel: the cache holds {cache.batch_size} rows but the input has {batch_size}.")
         layout = RANWindowLayout.from_mask(
             sequence_mask, self.config.window_size, self.config.min_window_size, causal=causal,
-            offset=cache.open_window_length() if cache is not None else None,
+            offset=cache.open_window_length() if cache is not None else None, static=_is_compiling() and not causal,
         )
 
         hidden = layout.to_grid(self.embeddings(input_ids, inputs_embeds))
@@ -1261,10 +1311,40 @@ class RANLMHead(nn.Module):
         return self.decoder(self.norm(self.act(self.dense(self.dropout(hidden_states)))))
 
 
+def _is_compiling() -> bool:
+    """True under `torch.compile` and `torch.export` (Dynamo tracing)."""
+    return torch.compiler.is_compiling() or torch.compiler.is_exporting()
+
+
 def _is_tracing() -> bool:
     """True under `torch.compile` / `torch.export`, where checks that read tensor values are skipped (they would
     break the graph); eager calls get every check."""
-    return torch.compiler.is_compiling() or torch.compiler.is_exporting() or torch.jit.is_tracing()
+    return _is_compiling() or torch.jit.is_tracing()
+
+
+def _check_export_path(causal: bool) -> None:
+    """Refuse the export paths that would silently bake one input's window grid into the graph.
+
+    `torch.jit.trace` (and so the TorchScript-based `torch.onnx.export(..., dynamo=False)`) records the Python
+    window loop and grid size of the example input: the result would be wrong at any other length or padding.
+    `torch.export` / `torch.onnx.export(..., dynamo=True)` trace a grid sized by the symbolic length instead
+    (bidirectional models); the causal model's recurrent state is not exportable.
+    """
+    if torch.jit.is_tracing():
+        raise RuntimeError(
+            "RAN cannot be traced with torch.jit.trace (used by the legacy `torch.onnx.export(..., dynamo=False)`): "
+            "a trace records the window grid of the example input and would be silently wrong at other lengths or "
+            "padding. Use `torch.onnx.export(model, args, dynamo=True, dynamic_shapes=...)` or "
+            "`torch.export.export(model, args, dynamic_shapes=...)`, with a `torch.export.Dim` for the sequence "
+            "length."
+        )
+    if causal and torch.compiler.is_exporting():
+        raise RuntimeError(
+            "RAN's causal mode (`config.is_decoder=True`, RANForCausalLM) cannot be exported: its windowing and "
+            "recurrent cache depend on the input's values. Export a bidirectional model (RANModel, "
+            "RANForSequenceClassification, RANForMaskedLM, ...), or run the causal model eagerly or with "
+            "`torch.compile`."
+        )
 
 
 # keyword arguments a forward takes through `**kwargs` without naming them: Trainer's loss normaliser, and the
