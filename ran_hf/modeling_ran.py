@@ -364,12 +364,40 @@ class RANWindowLayout:
         return keys.flatten(0, 1)
 
 
-def _scan(combine_fn, init, xs):
-    """`torch._higher_order_ops.scan` (prototype in torch 2.13): a loop over the leading axis of `xs` that
-    `torch.compile` and `torch.export` trace once, whatever the number of iterations."""
-    from torch._higher_order_ops import scan
+def _chain_loop(step, carry, windows, num_steps: int):
+    """The cell chain as a Python loop: `carry, y = step(carry, window i)` for the first `num_steps` windows.
+    `windows` holds, per input, a sequence over windows (a list, or a tensor with windows first) or None.
+    Returns the last carry and the list of the `y`s."""
+    windows = [w.unbind(0) if isinstance(w, torch.Tensor) else w for w in windows]  # never index a tensor in a loop
+    outputs = []
+    for i in range(num_steps):
+        carry, y = step(carry, tuple(w[i] if w is not None else None for w in windows) + (i,))
+        outputs.append(y)
+    return carry, outputs
 
-    return scan(combine_fn, init, xs)
+
+def _chain_while_loop(step, carry, windows, output_like):
+    """The cell chain as one `torch._higher_order_ops.while_loop` (prototype in torch 2.13), which `torch.compile`
+    and `torch.export` trace once, whatever the number of windows: `windows` are tensors with windows first (n, ...)
+    and `output_like` one tensor shaped like each per-window output of `step`. Returns the last carry and the
+    outputs stacked windows first, (n, ...)."""
+    from torch._higher_order_ops import while_loop
+
+    num_windows = windows[0].shape[0]
+
+    def more(i, *state):
+        return i < num_windows
+
+    def body(i, carry, outputs):
+        index = i.reshape(1)
+        window = tuple(w.index_select(0, index)[0] for w in windows) + (i,)
+        carry, ys = step(carry, window)
+        return i + 1, carry, tuple(out.index_copy(0, index, y[None]) for out, y in zip(outputs, ys))
+
+    start = torch.zeros((), dtype=torch.long, device=windows[0].device)
+    outputs = tuple(like.new_zeros(num_windows, *like.shape) for like in output_like)
+    _, carry, outputs = while_loop(more, body, (start, carry, outputs))
+    return carry, outputs
 
 
 def _windows_per_row(lengths: torch.Tensor, window_size: int, min_window_size: int) -> torch.Tensor:
@@ -772,53 +800,49 @@ class RANLayer(GradientCheckpointingLayer):
         # whether a row has finished a window before window i (no cell residual until then, eq. 7)
         seen = layout.window_mask.long().cumsum(1) - layout.window_mask.long()
         has_previous = has_previous[:, None] | (seen > 0)  # (B, n)
+        windows_per_row = layout.windows_per_row
 
         def step(carry, window):
-            """One window of the chain (the body of the loop below, or of `scan` when compiling or exporting)."""
+            """One window of the chain: the body of a Python loop, or of a `while_loop` when compiling/exporting."""
             s, previous_c = carry
             keys, values, key_mask_i, valid, has_previous_i, i = window
             c, new_s, k_cell, v_cell = self.chain_step(s, previous_c, has_previous_i, keys, values, key_mask_i)
             if drop_passed_cell:  # the authors drop out the new cell in every window but the last
-                new_s = torch.where((layout.windows_per_row - 1 > i)[:, None], self.dropout(new_s), new_s)
+                new_s = torch.where((windows_per_row - 1 > i)[:, None], self.dropout(new_s), new_s)
             if valid is None:
                 s, previous_c = new_s, c
             else:
                 s = torch.where(valid[:, None], new_s, s)
                 previous_c = torch.where(valid[:, None], c, previous_c)
-            # outputs must not alias the carry or each other (a `scan` rule): k/v are views of one projection
+            # outputs must not alias the carry or each other (a `while_loop` rule): k/v are views of one projection
             return (s, previous_c), (c.clone(), s.clone(), k_cell.clone(), v_cell.clone())
 
+        valid = None if layout.all_real and not causal else layout.window_mask
+        windows = [t.transpose(0, 1) if t is not None else None  # windows first: (n, B, ...)
+                   for t in (None, None, key_mask, valid, has_previous)]
         if layout.static:
-            # one traced step for any number of windows: the grid size is symbolic under torch.export / compile
-            (s, _), (cells, passed_cells, cell_keys, cell_values) = _scan(
-                step, (s, previous_c),
-                tuple(t.transpose(0, 1) for t in (projected[0][2], projected[0][3], key_mask, layout.window_mask,
-                                                   has_previous)) + (torch.arange(num_windows, device=device),))
+            # one traced loop body for any number of windows (the grid size is symbolic under compile / export)
+            windows[:2] = [torch.cat([k for _, _, k, _ in projected], 1).transpose(0, 1),
+                           torch.cat([v for _, _, _, v in projected], 1).transpose(0, 1)]
+            key_like = windows[0][0, :, 0]  # (B, H, d)
+            (s, _), (cells, passed_cells, cell_keys, cell_values) = _chain_while_loop(
+                step, (s, previous_c), windows, (s, s, key_like, key_like))
             cells, passed_cells, cell_keys, cell_values = (t.transpose(0, 1) for t in (cells, passed_cells,
                                                                                         cell_keys, cell_values))
         else:
-            keys_by_window = [k for _, _, keys, _ in projected for k in keys.unbind(1)]
-            values_by_window = [v for _, _, _, values in projected for v in values.unbind(1)]
-            masks_by_window = key_mask.unbind(1) if key_mask is not None else [None] * num_windows
-            valid_by_window = [None] * num_windows if layout.all_real and not causal else layout.window_mask.unbind(1)
-            has_previous_by_window = has_previous.unbind(1)
-            cells, passed_cells, cell_keys, cell_values = [], [], [], []
-            for i in range(num_windows):
-                if causal and i == num_windows - 1 and not bool(layout.window_full[:, i].any()):
-                    # a window no row finishes: its cell would only be read by a later call, which recomputes it
-                    _, _, k_cell, v_cell = self._project(s[:, None])
-                    cells.append(torch.zeros_like(s))
-                    passed_cells.append(s)
-                    cell_keys.append(k_cell[:, 0])
-                    cell_values.append(v_cell[:, 0])
-                    break
-                (s, previous_c), (c, _, k_cell, v_cell) = step((s, previous_c), (
-                    keys_by_window[i], values_by_window[i], masks_by_window[i], valid_by_window[i],
-                    has_previous_by_window[i], i))
-                cells.append(c)
+            windows[:2] = [[k for _, _, keys, _ in projected for k in keys.unbind(1)],
+                           [v for _, _, _, values in projected for v in values.unbind(1)]]
+            # a causal window no row finishes: its cell would only be read by a later call, which recomputes it
+            skip_last = causal and not bool(layout.window_full[:, -1].any())
+            (s, previous_c), outputs = _chain_loop(step, (s, previous_c), windows, num_windows - skip_last)
+            cells, passed_cells, cell_keys, cell_values = (
+                [list(t) for t in zip(*outputs)] if outputs else [[] for _ in range(4)])
+            if skip_last:
+                _, _, k_cell, v_cell = self._project(s[:, None])
+                cells.append(torch.zeros_like(s))
                 passed_cells.append(s)
-                cell_keys.append(k_cell)
-                cell_values.append(v_cell)
+                cell_keys.append(k_cell[:, 0])
+                cell_values.append(v_cell[:, 0])
             cells = torch.stack(cells, dim=1)  # (B, n, D), pre-residual cells c_i
             cell_keys, cell_values = torch.stack(cell_keys, 1), torch.stack(cell_values, 1)  # (B, n, H, d)
         if causal:  # only finished windows have a cell
