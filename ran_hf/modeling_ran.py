@@ -820,8 +820,10 @@ class RANLayer(GradientCheckpointingLayer):
         valid = None if layout.all_real and not causal else layout.window_mask
         windows = [t.transpose(0, 1) if t is not None else None  # windows first: (n, B, ...)
                    for t in (None, None, key_mask, valid, has_previous)]
-        if layout.static:
-            # one traced loop body for any number of windows (the grid size is symbolic under compile / export)
+        if layout.static and (torch.compiler.is_exporting() or not torch.is_grad_enabled()):
+            # one traced loop body for any number of windows (the grid size is symbolic under compile / export);
+            # not when training: the backward of `while_loop` is wrong in torch 2.13 (measured), so a compiled
+            # training step unrolls the Python loop below instead (one graph per number of windows)
             windows[:2] = [torch.cat([k for _, _, k, _ in projected], 1).transpose(0, 1),
                            torch.cat([v for _, _, _, v in projected], 1).transpose(0, 1)]
             key_like = windows[0][0, :, 0]  # (B, H, d)
