@@ -215,17 +215,26 @@ class RANWindowLayout:
     window_size: int
     causal: bool
     all_real: bool
+    static: bool = False
 
     @classmethod
     def from_mask(
         cls, sequence_mask: torch.Tensor, window_size: int, min_window_size: int = 0, causal: bool = False,
-        offset: torch.Tensor | None = None,
+        offset: torch.Tensor | None = None, static: bool = False,
     ) -> "RANWindowLayout":
-        """Layout of the real tokens `sequence_mask` (B, L); `offset` (B,) continues open windows (causal only)."""
+        """Layout of the real tokens `sequence_mask` (B, L); `offset` (B,) continues open windows (causal only).
+
+        `static=True` (bidirectional only; used under `torch.compile` / `torch.export`) sizes the grid from the
+        tensor shape alone, never from the mask's values: `ceil(L / W) + 1` windows of `W + min_window_size - 1`
+        slots (room for a merged remainder), pad-only windows and slots masked out. The outputs are the same; the
+        grid is just not trimmed to the batch's real lengths.
+        """
         batch_size, seq_len = sequence_mask.shape
         device = sequence_mask.device
         if causal:
             min_window_size = 0
+        if static and (causal or offset is not None):
+            raise ValueError("RANWindowLayout: a static layout is bidirectional (no causal mode, no offset).")
         if offset is not None and not bool((offset > 0).any()):
             offset = None
         lengths = sequence_mask.sum(-1)
@@ -233,7 +242,10 @@ class RANWindowLayout:
         stream_length = start + lengths  # the row's positions counted from the start of its first window
         windows_per_row = _windows_per_row(stream_length, window_size, min_window_size)
         windows_per_row = torch.where(lengths > 0, windows_per_row, 0)
-        num_windows = max(int(windows_per_row.max()), 1)
+        if static:  # one spare (pad-only) window keeps the window axis >= 2: size 1 would be specialized on
+            num_windows = (seq_len + 2 * window_size - 1) // window_size  # ceil(L / W) + 1, as one floor division
+        else:
+            num_windows = max(int(windows_per_row.max()), 1)
 
         window_index = torch.arange(num_windows, device=device)
         # each window's first and last stream position (the last window of a row runs to the row's end)
@@ -242,8 +254,11 @@ class RANWindowLayout:
         window_end = torch.where(is_last, stream_length[:, None], (window_index[None, :] + 1) * window_size)
         window_sizes = torch.where(window_index[None, :] < windows_per_row[:, None], window_end - window_begin, 0)
         window_full = (window_sizes > 0) & (window_end - window_index[None, :] * window_size >= window_size)
-        window_capacity = max(int(window_sizes.max()), 1)
-        if not causal:
+        if static:
+            window_capacity = window_size + max(min_window_size - 1, 0)
+        else:
+            window_capacity = max(int(window_sizes.max()), 1)
+        if not causal and not static:
             window_capacity = max(window_capacity, min(window_size, seq_len))
             if num_windows > 1:
                 window_capacity = max(window_capacity, window_size)
@@ -252,31 +267,35 @@ class RANWindowLayout:
         window_mask = window_sizes > 0
         first_token = window_begin - start[:, None]  # index of each window's first token among the row's real tokens
 
-        all_real = bool(sequence_mask.all())
-        right_padded = bool((sequence_mask == (torch.arange(seq_len, device=device)[None, :] < lengths[:, None])).all())
-        natural = torch.where(window_mask, first_token == window_index[None, :] * window_capacity, True)
-        plain_reshape = right_padded and seq_len <= num_windows * window_capacity and bool(natural.all())
         layout = dict(token_mask=token_mask, window_mask=window_mask, window_full=window_full, lengths=lengths,
                       windows_per_row=windows_per_row, offset=offset, sequence_mask=sequence_mask,
                       num_windows=num_windows, window_capacity=window_capacity, window_size=window_size, causal=causal,
-                      all_real=all_real)
-        if plain_reshape:
-            return cls(gather_index=None, scatter_index=None, **layout)
+                      static=static)
+        if not static:  # eager: the common cases skip the index arithmetic (these checks read the mask's values)
+            right_padded = bool((sequence_mask == (torch.arange(seq_len, device=device)[None, :] < lengths[:, None])).all())
+            natural = torch.where(window_mask, first_token == window_index[None, :] * window_capacity, True)
+            if right_padded and seq_len <= num_windows * window_capacity and bool(natural.all()):
+                return cls(gather_index=None, scatter_index=None, all_real=bool(sequence_mask.all()), **layout)
 
-        # position of each real token once the row's real tokens are packed to the left, in order
-        packed_source = torch.argsort((~sequence_mask).to(torch.int8), dim=-1, stable=True)
-        token_position = (first_token[:, :, None] + slot_index[None, None, :]).reshape(batch_size, -1)
-        source = torch.gather(packed_source, 1, token_position.clamp(0, seq_len - 1))
-        source = torch.where(token_mask.reshape(batch_size, -1), source, 0)
+        # each real token's window and slot, from its rank among the row's real tokens (pure index arithmetic, so
+        # the shapes never depend on the mask's values)
+        rank = sequence_mask.long().cumsum(-1) - 1
+        window = torch.div(rank + start[:, None], window_size, rounding_mode="floor")
+        window = torch.minimum(window.clamp(min=0), (windows_per_row - 1).clamp(min=0)[:, None])
+        slot = rank - torch.gather(first_token, 1, window)
+        grid_size = num_windows * window_capacity
+        grid_slot = window * window_capacity + slot  # (B, L) slot of each real token in its row's grid
+        grid_offset = torch.arange(batch_size, device=device)[:, None] * grid_size
+        scatter = torch.where(sequence_mask, grid_offset + grid_slot, 0)
+        # the inverse map: every grid slot's input position (empty slots read the row's first position, then are
+        # zeroed by `token_mask`); pads write to one extra slot per row that is dropped
         row_offset = torch.arange(batch_size, device=device)[:, None] * seq_len
-        gather_index = (source + row_offset).reshape(-1)
-
-        grid_slot = torch.arange(num_windows * window_capacity, device=device).reshape(1, -1).expand(batch_size, -1)
-        scatter = torch.zeros(batch_size, seq_len, dtype=torch.long, device=device)
-        valid = token_mask.reshape(batch_size, -1)
-        grid_offset = torch.arange(batch_size, device=device)[:, None] * (num_windows * window_capacity)
-        scatter[valid.nonzero(as_tuple=True)[0], source[valid]] = (grid_slot + grid_offset)[valid]
-        return cls(gather_index=gather_index, scatter_index=scatter.reshape(-1), **layout)
+        source = row_offset.expand(batch_size, grid_size + 1)
+        positions = row_offset + torch.arange(seq_len, device=device)[None, :]
+        gather_index = source.scatter(1, torch.where(sequence_mask, grid_slot, grid_size), positions)
+        gather_index = gather_index[:, :grid_size].reshape(-1)
+        return cls(gather_index=gather_index, scatter_index=scatter.reshape(-1),
+                   all_real=not static and bool(sequence_mask.all()), **layout)
 
     def to_grid(self, x: torch.Tensor) -> torch.Tensor:
         """(B, L, ...) sequence -> (B, num_windows, window_capacity, ...) grid; empty slots are zero."""
@@ -321,7 +340,7 @@ class RANWindowLayout:
     def key_mask(self) -> torch.Tensor | None:
         """(B, n, P + C) bool: the keys of each window, past slots (first window only) then slots; None if all real."""
         if self.offset is None:
-            return None if bool(self.token_mask.all()) else self.token_mask
+            return None if not self.static and bool(self.token_mask.all()) else self.token_mask
         past = torch.arange(self.num_past, device=self.token_mask.device)[None, :] < self.offset[:, None]
         first = (torch.arange(self.num_windows, device=past.device) == 0)[None, :, None]
         return torch.cat([past[:, None, :] & first, self.token_mask], dim=-1)
@@ -343,6 +362,42 @@ class RANWindowLayout:
             order = torch.cat([slots.new_full((1 + self.num_past,), -1), slots])  # cell and past come first
             keys = keys & (order[None, :] <= slots[:, None])
         return keys.flatten(0, 1)
+
+
+def _chain_loop(step, carry, windows, num_steps: int):
+    """The cell chain as a Python loop: `carry, y = step(carry, window i)` for the first `num_steps` windows.
+    `windows` holds, per input, a sequence over windows (a list, or a tensor with windows first) or None.
+    Returns the last carry and the list of the `y`s."""
+    windows = [w.unbind(0) if isinstance(w, torch.Tensor) else w for w in windows]  # never index a tensor in a loop
+    outputs = []
+    for i in range(num_steps):
+        carry, y = step(carry, tuple(w[i] if w is not None else None for w in windows) + (i,))
+        outputs.append(y)
+    return carry, outputs
+
+
+def _chain_while_loop(step, carry, windows, output_like):
+    """The cell chain as one `torch._higher_order_ops.while_loop` (prototype in torch 2.13), which `torch.compile`
+    and `torch.export` trace once, whatever the number of windows: `windows` are tensors with windows first (n, ...)
+    and `output_like` one tensor shaped like each per-window output of `step`. Returns the last carry and the
+    outputs stacked windows first, (n, ...)."""
+    from torch._higher_order_ops import while_loop
+
+    num_windows = windows[0].shape[0]
+
+    def more(i, *state):
+        return i < num_windows
+
+    def body(i, carry, outputs):
+        index = i.reshape(1)
+        window = tuple(w.index_select(0, index)[0] for w in windows) + (i,)
+        carry, ys = step(carry, window)
+        return i + 1, carry, tuple(out.index_copy(0, index, y[None]) for out, y in zip(outputs, ys))
+
+    start = torch.zeros((), dtype=torch.long, device=windows[0].device)
+    outputs = tuple(like.new_zeros(num_windows, *like.shape) for like in output_like)
+    _, carry, outputs = while_loop(more, body, (start, carry, outputs))
+    return carry, outputs
 
 
 def _windows_per_row(lengths: torch.Tensor, window_size: int, min_window_size: int) -> torch.Tensor:
@@ -715,7 +770,8 @@ class RANLayer(GradientCheckpointingLayer):
         causal = layout.causal
         if causal and state is None:
             state = self.initial_state(cell, batch_size, hidden_states)
-        chunks = _window_chunks(num_windows, capacity, device)
+        # a static layout (compile / export) has a symbolic number of windows: one chunk
+        chunks = [slice(0, num_windows)] if layout.static else _window_chunks(num_windows, capacity, device)
         sizes = [chunk.stop - chunk.start for chunk in chunks]
 
         # 1. every token at once (in chunks of windows on CPU): norm, q/k/v, rotary at the slots' positions
@@ -727,7 +783,7 @@ class RANLayer(GradientCheckpointingLayer):
                                                                                        sin.split(sizes, 1)))
         # split and unbind, never slicing inside loops: each slice's backward would zero-fill a full-length
         # gradient (quadratic in length)
-        pieces = hidden_states.split(sizes, dim=1)
+        pieces = hidden_states.split(sizes, dim=1) if len(sizes) > 1 else [hidden_states]
         projected = [self._project(piece, cos_sin[j] if cos_sin else None) for j, piece in enumerate(pieces)]
         num_past = layout.num_past
         if num_past:  # the open window's earlier tokens, from the state, in front of every window's slots
@@ -744,42 +800,61 @@ class RANLayer(GradientCheckpointingLayer):
         else:
             s = self.initial_cell(cell, batch_size, hidden_states)
             previous_c, has_previous = torch.zeros_like(s), s.new_zeros(batch_size, dtype=torch.bool)
-        keys_by_window = [k for _, _, keys, _ in projected for k in keys.unbind(1)]
-        values_by_window = [v for _, _, _, values in projected for v in values.unbind(1)]
-        masks_by_window = key_mask.unbind(1) if key_mask is not None else [None] * num_windows
         drop_passed_cell = self.training and self.dropout.p > 0 and not causal
-        cells, passed_cells, cell_keys, cell_values = [], [], [], []
-        for i in range(num_windows):
-            if causal and i == num_windows - 1 and not bool(layout.window_full[:, i].any()):
-                # a window no row finishes: its cell would only be read by a later call, which recomputes it
+        # whether a row has finished a window before window i (no cell residual until then, eq. 7)
+        seen = layout.window_mask.long().cumsum(1) - layout.window_mask.long()
+        has_previous = has_previous[:, None] | (seen > 0)  # (B, n)
+        windows_per_row = layout.windows_per_row
+
+        def step(carry, window):
+            """One window of the chain: the body of a Python loop, or of a `while_loop` when compiling/exporting."""
+            s, previous_c = carry
+            keys, values, key_mask_i, valid, has_previous_i, i = window
+            c, new_s, k_cell, v_cell = self.chain_step(s, previous_c, has_previous_i, keys, values, key_mask_i)
+            if drop_passed_cell:  # the authors drop out the new cell in every window but the last
+                new_s = torch.where((windows_per_row - 1 > i)[:, None], self.dropout(new_s), new_s)
+            if valid is None:
+                s, previous_c = new_s, c
+            else:
+                s = torch.where(valid[:, None], new_s, s)
+                previous_c = torch.where(valid[:, None], c, previous_c)
+            # outputs must not alias the carry or each other (a `while_loop` rule): k/v are views of one projection
+            return (s, previous_c), (c.clone(), s.clone(), k_cell.clone(), v_cell.clone())
+
+        valid = None if layout.all_real and not causal else layout.window_mask
+        windows = [t.transpose(0, 1) if t is not None else None  # windows first: (n, B, ...)
+                   for t in (None, None, key_mask, valid, has_previous)]
+        if layout.static and (torch.compiler.is_exporting() or not torch.is_grad_enabled()):
+            # one traced loop body for any number of windows (the grid size is symbolic under compile / export);
+            # not when training: the backward of `while_loop` is wrong in torch 2.13 (measured), so a compiled
+            # training step unrolls the Python loop below instead (one graph per number of windows)
+            windows[:2] = [torch.cat([k for _, _, k, _ in projected], 1).transpose(0, 1),
+                           torch.cat([v for _, _, _, v in projected], 1).transpose(0, 1)]
+            key_like = windows[0][0, :, 0]  # (B, H, d)
+            (s, _), (cells, passed_cells, cell_keys, cell_values) = _chain_while_loop(
+                step, (s, previous_c), windows, (s, s, key_like, key_like))
+            cells, passed_cells, cell_keys, cell_values = (t.transpose(0, 1) for t in (cells, passed_cells,
+                                                                                        cell_keys, cell_values))
+        else:
+            windows[:2] = [[k for _, _, keys, _ in projected for k in keys.unbind(1)],
+                           [v for _, _, _, values in projected for v in values.unbind(1)]]
+            # a causal window no row finishes: its cell would only be read by a later call, which recomputes it
+            skip_last = causal and not bool(layout.window_full[:, -1].any())
+            (s, previous_c), outputs = _chain_loop(step, (s, previous_c), windows, num_windows - skip_last)
+            cells, passed_cells, cell_keys, cell_values = (
+                [list(t) for t in zip(*outputs)] if outputs else [[] for _ in range(4)])
+            if skip_last:
                 _, _, k_cell, v_cell = self._project(s[:, None])
                 cells.append(torch.zeros_like(s))
                 passed_cells.append(s)
                 cell_keys.append(k_cell[:, 0])
                 cell_values.append(v_cell[:, 0])
-                break
-            c, new_s, k_cell, v_cell = self.chain_step(s, previous_c, has_previous, keys_by_window[i],
-                                                       values_by_window[i], masks_by_window[i])
-            if drop_passed_cell:  # the authors drop out the new cell in every window but the last
-                new_s = torch.where((layout.windows_per_row - 1 > i)[:, None], self.dropout(new_s), new_s)
-            if layout.all_real and not causal:
-                s, previous_c = new_s, c
-                has_previous = torch.ones_like(has_previous)
-            else:
-                valid = layout.window_mask[:, i]
-                s = torch.where(valid[:, None], new_s, s)
-                previous_c = torch.where(valid[:, None], c, previous_c)
-                has_previous = has_previous | valid
-            cells.append(c)
-            passed_cells.append(s)
-            cell_keys.append(k_cell)
-            cell_values.append(v_cell)
-        cells = torch.stack(cells, dim=1)  # (B, n, D), pre-residual cells c_i
+            cells = torch.stack(cells, dim=1)  # (B, n, D), pre-residual cells c_i
+            cell_keys, cell_values = torch.stack(cell_keys, 1), torch.stack(cell_values, 1)  # (B, n, H, d)
         if causal:  # only finished windows have a cell
             cells = cells * layout.window_full[..., None].to(cells.dtype)
         elif not layout.all_real:
             cells = cells * layout.window_mask[..., None].to(cells.dtype)
-        cell_keys, cell_values = torch.stack(cell_keys, 1), torch.stack(cell_values, 1)  # (B, n, H, d)
 
         # 3. per chunk of windows: token attention over [cell; window] for all its windows in one call, then memory
         # review of its tokens (bidirectional: all the row's cells; causal: the history and the earlier windows)
@@ -1101,6 +1176,7 @@ class RANModel(RANPreTrainedModel):
         )
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         causal = self.config.is_decoder
+        _check_export_path(causal)
         cache = past_key_values
         if not causal and cache is not None:
             raise ValueError("RANModel: `past_key_values` needs a causal model (`config.is_decoder=True`).")
@@ -1122,7 +1198,7 @@ class RANModel(RANPreTrainedModel):
             raise ValueError(f"RANModel: the cache holds {cache.batch_size} rows but the input has {batch_size}.")
         layout = RANWindowLayout.from_mask(
             sequence_mask, self.config.window_size, self.config.min_window_size, causal=causal,
-            offset=cache.open_window_length() if cache is not None else None,
+            offset=cache.open_window_length() if cache is not None else None, static=_is_compiling() and not causal,
         )
 
         hidden = layout.to_grid(self.embeddings(input_ids, inputs_embeds))
@@ -1265,10 +1341,40 @@ class RANLMHead(nn.Module):
         return self.decoder(self.norm(self.act(self.dense(self.dropout(hidden_states)))))
 
 
+def _is_compiling() -> bool:
+    """True under `torch.compile` and `torch.export` (Dynamo tracing)."""
+    return torch.compiler.is_compiling() or torch.compiler.is_exporting()
+
+
 def _is_tracing() -> bool:
     """True under `torch.compile` / `torch.export`, where checks that read tensor values are skipped (they would
     break the graph); eager calls get every check."""
-    return torch.compiler.is_compiling() or torch.compiler.is_exporting() or torch.jit.is_tracing()
+    return _is_compiling() or torch.jit.is_tracing()
+
+
+def _check_export_path(causal: bool) -> None:
+    """Refuse the export paths that would silently bake one input's window grid into the graph.
+
+    `torch.jit.trace` (and so the TorchScript-based `torch.onnx.export(..., dynamo=False)`) records the Python
+    window loop and grid size of the example input: the result would be wrong at any other length or padding.
+    `torch.export` / `torch.onnx.export(..., dynamo=True)` trace a grid sized by the symbolic length instead
+    (bidirectional models); the causal model's recurrent state is not exportable.
+    """
+    if torch.jit.is_tracing():
+        raise RuntimeError(
+            "RAN cannot be traced with torch.jit.trace (used by the legacy `torch.onnx.export(..., dynamo=False)`): "
+            "a trace records the window grid of the example input and would be silently wrong at other lengths or "
+            "padding. Use `torch.onnx.export(model, args, dynamo=True, dynamic_shapes=...)` or "
+            "`torch.export.export(model, args, dynamic_shapes=...)`, with a `torch.export.Dim` for the sequence "
+            "length."
+        )
+    if causal and torch.compiler.is_exporting():
+        raise RuntimeError(
+            "RAN's causal mode (`config.is_decoder=True`, RANForCausalLM) cannot be exported: its windowing and "
+            "recurrent cache depend on the input's values. Export a bidirectional model (RANModel, "
+            "RANForSequenceClassification, RANForMaskedLM, ...), or run the causal model eagerly or with "
+            "`torch.compile`."
+        )
 
 
 # keyword arguments a forward takes through `**kwargs` without naming them: Trainer's loss normaliser, and the
