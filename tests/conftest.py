@@ -55,6 +55,22 @@ def fixtures_dir():
     return FIXTURES
 
 
+@pytest.fixture
+def restore_script_globals():
+    """The run_scripts set torch's thread count and library log levels for the whole process (as a script should):
+    restore them after each test that runs one in-process."""
+    import logging
+
+    import transformers
+
+    threads = torch.get_num_threads()
+    verbosity = transformers.utils.logging.get_verbosity()
+    yield
+    torch.set_num_threads(threads)
+    transformers.utils.logging.set_verbosity(verbosity)
+    logging.getLogger("run_scripts").setLevel(logging.NOTSET)
+
+
 @pytest.fixture(scope="module")
 def one_thread():
     """Tiny models: single-threaded (OpenMP spin-waiting on a busy 2-core machine is far slower); restored after."""

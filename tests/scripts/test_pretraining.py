@@ -5,7 +5,6 @@ are logged (the same with masked-only logits), and a resumed run ends where an u
 
 import gzip
 import json
-import logging
 import random
 import shutil
 
@@ -29,14 +28,7 @@ BLOCK = 40
 HELD_OUT_WORD = "zyzzyva"  # only in the validation book
 
 
-@pytest.fixture(autouse=True)
-def restore_globals():
-    threads = torch.get_num_threads()
-    verbosity = transformers.utils.logging.get_verbosity()
-    yield
-    torch.set_num_threads(threads)
-    transformers.utils.logging.set_verbosity(verbosity)
-    logging.getLogger("run_scripts").setLevel(logging.NOTSET)
+pytestmark = pytest.mark.usefixtures("restore_script_globals")
 
 
 def book(rng, words, paragraphs):

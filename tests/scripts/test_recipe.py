@@ -5,7 +5,6 @@ import json
 
 import pytest
 import torch
-import transformers
 
 from run_scripts import run_classification
 from run_scripts.helpers.recipes import RECIPES, get_recipe
@@ -17,13 +16,7 @@ TINY = ["--hidden_size", "16", "--num_hidden_layers", "1", "--num_attention_head
         "--max_predict_samples", "8", "--max_length", "256", "--max_steps", "1", "--per_device_train_batch_size", "4"]
 
 
-@pytest.fixture(autouse=True)
-def restore_globals():
-    threads = torch.get_num_threads()
-    verbosity = transformers.utils.logging.get_verbosity()
-    yield
-    torch.set_num_threads(threads)
-    transformers.utils.logging.set_verbosity(verbosity)
+pytestmark = pytest.mark.usefixtures("restore_script_globals")
 
 
 def run(tmp_path, name, *flags):

@@ -5,13 +5,11 @@ a clear error."""
 
 import gzip
 import json
-import logging
 import random
 
 import numpy as np
 import pytest
 import torch
-import transformers
 from transformers import (
     AutoModelForCausalLM,
     AutoModelForMaskedLM,
@@ -31,15 +29,7 @@ TINY = ["--hidden_size", "16", "--num_hidden_layers", "1", "--num_attention_head
         "--dataloader_pin_memory", "False"]
 
 
-@pytest.fixture(autouse=True)
-def restore_globals():
-    """The scripts set torch threads and library log levels for the process: restore them after each test."""
-    threads = torch.get_num_threads()
-    verbosity = transformers.utils.logging.get_verbosity()
-    yield
-    torch.set_num_threads(threads)
-    transformers.utils.logging.set_verbosity(verbosity)
-    logging.getLogger("run_scripts").setLevel(logging.NOTSET)
+pytestmark = pytest.mark.usefixtures("restore_script_globals")
 
 
 # ---------------------------------------------------------------------------------------------------------------------

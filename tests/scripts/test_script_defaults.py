@@ -7,7 +7,6 @@ import random
 
 import pytest
 import torch
-import transformers
 from transformers import AutoTokenizer, pipeline
 
 import ran_hf  # noqa: F401  (registers RAN with the Auto classes)
@@ -22,14 +21,7 @@ TINY = ["--hidden_size", "16", "--num_hidden_layers", "1", "--num_attention_head
 WORDS = "the president said that a team won the match after the vote in the senate on the economy".split()
 
 
-@pytest.fixture(autouse=True)
-def restore_globals():
-    threads = torch.get_num_threads()
-    verbosity = transformers.utils.logging.get_verbosity()
-    yield
-    torch.set_num_threads(threads)
-    transformers.utils.logging.set_verbosity(verbosity)
-    logging.getLogger("run_scripts").setLevel(logging.NOTSET)
+pytestmark = pytest.mark.usefixtures("restore_script_globals")
 
 
 @pytest.fixture(scope="module")
