@@ -1253,7 +1253,7 @@ class RANModel(RANPreTrainedModel):
     def _check_inputs(self, input_ids, attention_mask, inputs_embeds, initial_cell) -> torch.Tensor:
         """Validate the arguments (and the config, which may have been edited since construction) and return the
         (B, L) bool mask of real tokens."""
-        if not _is_tracing():
+        if not _is_compiling():
             self.config._check_values()
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("RANModel: pass exactly one of `input_ids` and `inputs_embeds`.")
@@ -1265,7 +1265,7 @@ class RANModel(RANPreTrainedModel):
                     f"{' of ' + str(input_ids.dtype) if isinstance(input_ids, torch.Tensor) else ''}."
                 )
             shape = tuple(input_ids.shape)
-            if input_ids.numel() and not _is_tracing() and (
+            if input_ids.numel() and not _is_compiling() and (
                 int(input_ids.min()) < 0 or int(input_ids.max()) >= self.config.vocab_size
             ):
                 raise ValueError(
@@ -1312,7 +1312,7 @@ class RANModel(RANPreTrainedModel):
                 f"RANModel: `attention_mask` must have the shape of the input, (batch_size, sequence_length) = "
                 f"{shape}; got {tuple(getattr(attention_mask, 'shape', ()))}."
             )
-        if attention_mask.dtype != torch.bool and not _is_tracing() and bool(
+        if attention_mask.dtype != torch.bool and not _is_compiling() and bool(
             ((attention_mask != 0) & (attention_mask != 1)).any()
         ):
             raise ValueError("RANModel: `attention_mask` must hold only 0 (padding) and 1 (real token).")
@@ -1342,14 +1342,10 @@ class RANLMHead(nn.Module):
 
 
 def _is_compiling() -> bool:
-    """True under `torch.compile` and `torch.export` (Dynamo tracing)."""
+    """True under `torch.compile` and `torch.export` (Dynamo tracing): the layout is static, and checks that read
+    tensor values are skipped (they would break the graph); eager calls get every check. (`torch.jit.trace` never
+    gets this far: `_check_export_path` refuses it at the top of `RANModel.forward`.)"""
     return torch.compiler.is_compiling() or torch.compiler.is_exporting()
-
-
-def _is_tracing() -> bool:
-    """True under `torch.compile` / `torch.export`, where checks that read tensor values are skipped (they would
-    break the graph); eager calls get every check."""
-    return _is_compiling() or torch.jit.is_tracing()
 
 
 def _check_export_path(causal: bool) -> None:
@@ -1431,7 +1427,7 @@ def _check_labels(model_name: str, name: str, labels, shapes: tuple, num_classes
         return
     if labels.dtype.is_floating_point or labels.dtype == torch.bool:
         raise TypeError(f"{model_name}: `{name}` must hold integer class indices, got {labels.dtype}.")
-    if labels.numel() and not _is_tracing():
+    if labels.numel() and not _is_compiling():
         bad = ((labels < 0) & (labels != -100)) | (labels >= num_classes)
         if bool(bad.any()):
             raise ValueError(
@@ -1464,7 +1460,7 @@ def _check_sequence_labels(model_name: str, labels, config: RANConfig, batch_siz
             f"{model_name}: `labels` must be floats for {problem_type} (num_labels={num_labels}), got {labels.dtype}; "
             "single-label classification takes torch.long class indices and num_labels >= 2."
         )
-    if problem_type == "multi_label_classification" and labels.numel() and not _is_tracing():
+    if problem_type == "multi_label_classification" and labels.numel() and not _is_compiling():
         if bool(((labels < 0) | (labels > 1)).any()):
             raise ValueError(f"{model_name}: multi-label `labels` must lie in [0, 1] (one target per label).")
 
@@ -1475,7 +1471,7 @@ def _answer_positions(model_name: str, name: str, positions, batch_size: int, le
     _check_labels(model_name, name, positions, ((batch_size,), (batch_size, 1)), None)
     if positions.dtype.is_floating_point or positions.dtype == torch.bool:
         raise TypeError(f"{model_name}: `{name}` must hold integer token indices, got {positions.dtype}.")
-    if not _is_tracing() and bool(((positions < 0) & (positions != -100)).any()):
+    if not _is_compiling() and bool(((positions < 0) & (positions != -100)).any()):
         raise ValueError(
             f"{model_name}: `{name}` must be token indices >= 0 (indices past the input, and -100, are ignored); got "
             f"{int(positions[(positions < 0) & (positions != -100)][0])}."
