@@ -88,5 +88,9 @@ if __name__ == "__main__":  # a torchrun worker
     params = train(output, per_device)
     import torch.distributed as dist
 
-    if int(os.environ.get("RANK", "0")) == 0:
+    if dist.get_rank() == 0:
         torch.save({"params": params, "world_size": dist.get_world_size()}, os.path.join(output, "params.pt"))
+    # Tear the gloo group down before the interpreter exits: leaving it to interpreter shutdown can abort a rank
+    # ("terminate called without an active exception", exit -6), and torchrun then kills the other rank.
+    dist.barrier()
+    dist.destroy_process_group()
