@@ -250,6 +250,9 @@ def test_classification_default_job_data(tmp_path):
     assert results["labels"] == ["0", "1"]
     assert results["test"]["test_samples"] == 12
     assert "Hyperpartisan" in (out / "README.md").read_text()
+    # the shipped vocabulary, not one trained at run time (a trained one differs from run to run)
+    shipped = AutoTokenizer.from_pretrained(run_classification.DEFAULT_TOKENIZER)
+    assert len(shipped) == 8000 and AutoTokenizer.from_pretrained(out).get_vocab() == shipped.get_vocab()
 
 
 # ---------------------------------------------------------------------------------------------------------------------
