@@ -16,7 +16,8 @@ Equation numbers refer to the paper. Numerically the bidirectional encoder repro
   every output independent of later tokens (see `RANModel.forward`).
 
 Fast path: all token projections and all windows' attention run batched over the windows; only the cell chain
-(a few D x D mat-vecs per window) is sequential.
+(a few D x D mat-vecs per window) is sequential. Where each token sits on the window grid (index arithmetic, no
+parameters) is worked out in `window_layout.py`; the argument checks live in `input_checks.py`.
 """
 
 import contextvars
@@ -62,6 +63,11 @@ logger = logging.get_logger(__name__)
 # ----------------------------------------------------------------------------------------------------------------------
 # Small blocks
 # ----------------------------------------------------------------------------------------------------------------------
+
+
+def _cat(tensors: list[torch.Tensor], dim: int) -> torch.Tensor:
+    """`torch.cat`, without a copy for a single tensor."""
+    return torch.cat(tensors, dim) if len(tensors) > 1 else tensors[0]
 
 
 def _upcast(x: torch.Tensor) -> torch.Tensor:
@@ -117,9 +123,13 @@ class RANRotaryEmbedding(nn.Module):
 
     def __init__(self, config: RANConfig):
         super().__init__()
+        self.register_buffer("inv_freq", self.inverse_frequencies(config), persistent=False)
+
+    @staticmethod
+    def inverse_frequencies(config: RANConfig) -> torch.Tensor:
+        """(d/2,) float32 `rope_theta ** (-2j / d)`, d the head size."""
         head_size = config.attention_head_size
-        inv_freq = 1.0 / (config.rope_theta ** (torch.arange(0, head_size, 2, dtype=torch.float32) / head_size))
-        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        return 1.0 / (config.rope_theta ** (torch.arange(0, head_size, 2, dtype=torch.float32) / head_size))
 
     def forward(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """cos and sin of shape (*positions.shape, d) for the integer positions `positions` (any shape)."""
@@ -413,7 +423,7 @@ class RANLayer(GradientCheckpointingLayer):
     2. the cell chain, sequential over windows (`chain_step`): the cell row's q/k/v and its attention over the
        window's precomputed keys, then eq. 7;
     3. all windows' token attention as one batched attention call with the cell key/value prepended, then
-       memory review. On CPU, 1 and 3 run over chunks of about `CPU_TOKEN_CHUNK` tokens (whole windows).
+       memory review. On CPU, 1 and 3 run over chunks of about `window_layout.CPU_TOKEN_CHUNK` tokens (whole windows).
     The modes differ in the layout's key mask (causal inside a window), the review mask (causal: the history and
     earlier windows only), the window merge (bidirectional only) and the state commit (causal only).
     """
@@ -531,16 +541,17 @@ class RANLayer(GradientCheckpointingLayer):
         sizes = [chunk.stop - chunk.start for chunk in chunks]
 
         # 1. every token at once (in chunks of windows on CPU): norm, q/k/v, rotary at the slots' positions
-        cos_sin = None
+        cos_sin = [None] * len(chunks)
         if self.rotary is not None:
             positions = layout.rotary_positions()
             cos, sin = self.rotary(positions, dtype)
-            cos_sin = [(cos, sin)] * len(chunks) if positions.dim() == 1 else list(zip(cos.split(sizes, 1),
-                                                                                       sin.split(sizes, 1)))
+            cos_sin = [(cos, sin)] * len(chunks)
+            if positions.dim() > 1:  # per window (continuing an open window): split like the windows
+                cos_sin = zip(cos.split(sizes, 1), sin.split(sizes, 1))
         # split and unbind, never slicing inside loops: each slice's backward would zero-fill a full-length
         # gradient (quadratic in length)
         pieces = hidden_states.split(sizes, dim=1) if len(sizes) > 1 else [hidden_states]
-        projected = [self._project(piece, cos_sin[j] if cos_sin else None) for j, piece in enumerate(pieces)]
+        projected = [self._project(piece, rotation) for piece, rotation in zip(pieces, cos_sin)]
         num_past = layout.num_past
         if num_past:  # the open window's earlier tokens, from the state, in front of every window's slots
             past_keys = state.window_keys[:, None, :num_past].to(dtype)
@@ -548,6 +559,7 @@ class RANLayer(GradientCheckpointingLayer):
             projected = [(z, q, torch.cat([past_keys.expand(-1, k.shape[1], -1, -1, -1), k], 2),
                           torch.cat([past_values.expand(-1, v.shape[1], -1, -1, -1), v], 2))
                          for z, q, k, v in projected]
+        all_keys, all_values = [k for _, _, k, _ in projected], [v for _, _, _, v in projected]
         key_mask = layout.key_mask()
 
         # 2. the cell chain: sequential over windows, batched over rows
@@ -584,29 +596,22 @@ class RANLayer(GradientCheckpointingLayer):
             # one traced loop body for any number of windows (the grid size is symbolic under compile / export);
             # not when training: the backward of `while_loop` is wrong in torch 2.13 (measured), so a compiled
             # training step unrolls the Python loop below instead (one graph per number of windows)
-            windows[:2] = [torch.cat([k for _, _, k, _ in projected], 1).transpose(0, 1),
-                           torch.cat([v for _, _, _, v in projected], 1).transpose(0, 1)]
+            windows[:2] = [_cat(all_keys, 1).transpose(0, 1), _cat(all_values, 1).transpose(0, 1)]
             key_like = windows[0][0, :, 0]  # (B, H, d)
-            (s, _), (cells, passed_cells, cell_keys, cell_values) = run_chain_while_loop(
-                step, (s, previous_c), windows, (s, s, key_like, key_like))
-            cells, passed_cells, cell_keys, cell_values = (t.transpose(0, 1) for t in (cells, passed_cells,
-                                                                                        cell_keys, cell_values))
+            (s, _), outputs = run_chain_while_loop(step, (s, previous_c), windows, (s, s, key_like, key_like))
+            outputs = [t.transpose(0, 1) for t in outputs]
         else:
-            windows[:2] = [[k for _, _, keys, _ in projected for k in keys.unbind(1)],
-                           [v for _, _, _, values in projected for v in values.unbind(1)]]
+            windows[:2] = [[k for keys in all_keys for k in keys.unbind(1)],
+                           [v for values in all_values for v in values.unbind(1)]]
             # a causal window no row finishes: its cell would only be read by a later call, which recomputes it
             skip_last = causal and not bool(layout.window_full[:, -1].any())
             (s, previous_c), outputs = run_chain(step, (s, previous_c), windows, num_windows - skip_last)
-            cells, passed_cells, cell_keys, cell_values = (
-                [list(t) for t in zip(*outputs)] if outputs else [[] for _ in range(4)])
             if skip_last:
                 _, _, k_cell, v_cell = self._project(s[:, None])
-                cells.append(torch.zeros_like(s))
-                passed_cells.append(s)
-                cell_keys.append(k_cell[:, 0])
-                cell_values.append(v_cell[:, 0])
-            cells = torch.stack(cells, dim=1)  # (B, n, D), pre-residual cells c_i
-            cell_keys, cell_values = torch.stack(cell_keys, 1), torch.stack(cell_values, 1)  # (B, n, H, d)
+                outputs.append((torch.zeros_like(s), s, k_cell[:, 0], v_cell[:, 0]))
+            outputs = [torch.stack(t, dim=1) for t in zip(*outputs)]
+        # pre-residual cells c_i and passed cells s_i (B, n, D), the cell rows' keys and values (B, n, H, d)
+        cells, passed_cells, cell_keys, cell_values = outputs
         if causal:  # only finished windows have a cell
             cells = cells * layout.window_full[..., None].to(cells.dtype)
         elif not layout.all_real:
@@ -634,17 +639,12 @@ class RANLayer(GradientCheckpointingLayer):
             review_mask = state.review_mask(layout, chunk) if causal else layout.window_mask[:, None, :]
             out, review_probs = self.memory_review(y.flatten(1, 2), *review_memory, review_mask, output_attentions)
             outputs.append((out.unflatten(1, (m, capacity)), window_probs, review_probs))
-        out, window_probs, review_probs = (
-            (torch.cat(parts, dim=1) if len(parts) > 1 else parts[0]) if parts[0] is not None else None
-            for parts in zip(*outputs)
-        )
+        out, window_probs, review_probs = (_cat(parts, 1) if parts[0] is not None else None for parts in zip(*outputs))
 
         new_state = None
         if causal:
-            all_keys = torch.cat([k for _, _, k, _ in projected], 1) if len(projected) > 1 else projected[0][2]
-            all_values = torch.cat([v for _, _, _, v in projected], 1) if len(projected) > 1 else projected[0][3]
             new_review = tuple(memory[:, -num_windows:] for memory in review_memory)
-            new_state = state.advance(layout, cells, torch.stack(passed_cells, 1), all_keys, all_values, *new_review)
+            new_state = state.advance(layout, cells, passed_cells, _cat(all_keys, 1), _cat(all_values, 1), *new_review)
             s = new_state.cell  # the cell the open window starts from
         return out, s, cells, new_state, window_probs, review_probs
 
@@ -708,7 +708,8 @@ class RANPreTrainedModel(PreTrainedModel):
     _supports_flash_attn = False  # flash kernels take no per-key mask (see `RANWindowAttention.forward`)
     _supports_flex_attn = True
     # The encoder a class builds, whatever `config.is_decoder` says: False, bidirectional (the task heads); True,
-    # causal (RANForCausalLM); None, as the config says (RANModel, but bidirectional when `from_pretrained` loads it)
+    # causal (RANForCausalLM); None, as the config says (RANModel, but bidirectional when `from_pretrained` loads it).
+    # Where that differs from the config, `__init__` works on a copy: subclasses build from `self.config`.
     _causal_encoder: bool | None = False
 
     def __init__(self, config: RANConfig, *inputs, **kwargs):
@@ -763,9 +764,7 @@ class RANPreTrainedModel(PreTrainedModel):
             init.ones_(module.weight)
             init.zeros_(module.bias)
         elif isinstance(module, RANRotaryEmbedding):
-            head_size = self.config.attention_head_size
-            exponent = torch.arange(0, head_size, 2, dtype=torch.float32) / head_size
-            init.copy_(module.inv_freq, 1.0 / (self.config.rope_theta**exponent))
+            init.copy_(module.inv_freq, module.inverse_frequencies(self.config))
         elif hasattr(module, "bias") and isinstance(getattr(module, "bias"), nn.Parameter) and module is not self:
             # heads' own output biases (e.g. the masked-LM decoder bias)
             init.zeros_(module.bias)
