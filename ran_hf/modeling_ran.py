@@ -16,13 +16,12 @@ Equation numbers refer to the paper. Numerically the bidirectional encoder repro
   every output independent of later tokens (see `RANModel.forward`).
 
 Fast path: all token projections and all windows' attention run batched over the windows; only the cell chain
-(a few D x D mat-vecs per window) is sequential.
+(a few D x D mat-vecs per window) is sequential. Where each token sits on the window grid (index arithmetic, no
+parameters) is worked out in `window_layout.py`; the argument checks live in `input_checks.py`.
 """
 
 import contextvars
 import copy
-import difflib
-import inspect
 import math
 from dataclasses import dataclass
 
@@ -46,6 +45,16 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, PreTrainedModel
 from transformers.utils import ModelOutput, logging
 
 from .configuration_ran import RANConfig
+from .input_checks import (
+    answer_positions,
+    check_export_path,
+    check_forward_kwargs,
+    check_inputs,
+    check_labels,
+    check_sequence_labels,
+    is_compiling,
+)
+from .window_layout import RANWindowLayout, run_chain, run_chain_while_loop, window_chunks
 
 
 logger = logging.get_logger(__name__)
@@ -54,6 +63,11 @@ logger = logging.get_logger(__name__)
 # ----------------------------------------------------------------------------------------------------------------------
 # Small blocks
 # ----------------------------------------------------------------------------------------------------------------------
+
+
+def _cat(tensors: list[torch.Tensor], dim: int) -> torch.Tensor:
+    """`torch.cat`, without a copy for a single tensor."""
+    return torch.cat(tensors, dim) if len(tensors) > 1 else tensors[0]
 
 
 def _upcast(x: torch.Tensor) -> torch.Tensor:
@@ -109,9 +123,13 @@ class RANRotaryEmbedding(nn.Module):
 
     def __init__(self, config: RANConfig):
         super().__init__()
+        self.register_buffer("inv_freq", self.inverse_frequencies(config), persistent=False)
+
+    @staticmethod
+    def inverse_frequencies(config: RANConfig) -> torch.Tensor:
+        """(d/2,) float32 `rope_theta ** (-2j / d)`, d the head size."""
         head_size = config.attention_head_size
-        inv_freq = 1.0 / (config.rope_theta ** (torch.arange(0, head_size, 2, dtype=torch.float32) / head_size))
-        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        return 1.0 / (config.rope_theta ** (torch.arange(0, head_size, 2, dtype=torch.float32) / head_size))
 
     def forward(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """cos and sin of shape (*positions.shape, d) for the integer positions `positions` (any shape)."""
@@ -155,258 +173,6 @@ def eager_attention_forward(
 # Implementations of `config._attn_implementation` the window attention honours. Flash-attention kernels take no
 # per-key mask, and every RAN window needs one (the cell key in front, padding, causal windows).
 SUPPORTED_ATTENTION = ("eager", "sdpa", "flex_attention")
-
-
-# Token-parallel work on CPU runs in chunks of about this many tokens: intermediates then stay below glibc's mmap
-# threshold (32 MiB) and in cache, instead of being fresh, page-faulted allocations (measured: a 32k-token forward
-# spent a third of its CPU time in the kernel zeroing pages).
-CPU_TOKEN_CHUNK = 2048
-
-
-def _window_chunks(num_windows: int, capacity: int, device: torch.device) -> list[slice]:
-    """Slices of the window axis processed together: all windows on accelerators, about CPU_TOKEN_CHUNK tokens on CPU."""
-    if device.type != "cpu":
-        return [slice(0, num_windows)]
-    step = max(1, CPU_TOKEN_CHUNK // max(capacity, 1))
-    return [slice(start, min(start + step, num_windows)) for start in range(0, num_windows, step)]
-
-
-# ----------------------------------------------------------------------------------------------------------------------
-# Window layout: which token of which row sits in which window slot
-# ----------------------------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class RANWindowLayout:
-    """How a batch is cut into windows. Every row is split by its own real length, the same way for every layer.
-
-    The windows of all rows live on one grid of `num_windows` windows x `window_capacity` slots. Bidirectional: window
-    `i` of a row covers its real tokens `[i*W, (i+1)*W)`; the last window takes the remainder, merged into the window
-    before when shorter than `min_window_size` (so a slot index can reach `W + min_window_size - 2`). Causal
-    (`causal=True`, no merge): a row may continue an open window that already holds `offset` tokens (kept as keys
-    in the cache); its first window then takes `W - offset` new tokens, in slots `0..`, at window positions
-    `offset + slot`.
-
-    Attributes:
-        token_mask: (B, num_windows, window_capacity) bool, True on slots that hold a real token.
-        window_mask: (B, num_windows) bool, True on windows that hold at least one real token.
-        window_full: (B, num_windows) bool, True on windows that end inside the input (all W positions seen).
-        lengths: (B,) number of real tokens per row.
-        windows_per_row: (B,) number of real windows per row.
-        offset: (B,) tokens of the first window seen before this input (causal continuation), or None.
-        gather_index: (B * num_windows * window_capacity,) flat index into the (B * L) input positions for each slot,
-            or None when the grid is a plain reshape of the padded input.
-        scatter_index: (B * L,) flat index into the grid for each input position (pads point at slot 0 and are
-            zeroed by `sequence_mask`), or None as above.
-        sequence_mask: (B, L) bool mask of real input positions.
-    """
-
-    token_mask: torch.Tensor
-    window_mask: torch.Tensor
-    window_full: torch.Tensor
-    lengths: torch.Tensor
-    windows_per_row: torch.Tensor
-    offset: torch.Tensor | None
-    sequence_mask: torch.Tensor
-    gather_index: torch.Tensor | None
-    scatter_index: torch.Tensor | None
-    num_windows: int
-    window_capacity: int
-    window_size: int
-    causal: bool
-    all_real: bool
-    static: bool = False
-
-    @classmethod
-    def from_mask(
-        cls, sequence_mask: torch.Tensor, window_size: int, min_window_size: int = 0, causal: bool = False,
-        offset: torch.Tensor | None = None, static: bool = False,
-    ) -> "RANWindowLayout":
-        """Layout of the real tokens `sequence_mask` (B, L); `offset` (B,) continues open windows (causal only).
-
-        `static=True` (bidirectional only; used under `torch.compile` / `torch.export`) sizes the grid from the
-        tensor shape alone, never from the mask's values: `ceil(L / W) + 1` windows of `W + min_window_size - 1`
-        slots (room for a merged remainder), pad-only windows and slots masked out. The outputs are the same; the
-        grid is just not trimmed to the batch's real lengths.
-        """
-        batch_size, seq_len = sequence_mask.shape
-        device = sequence_mask.device
-        if causal:
-            min_window_size = 0
-        if static and (causal or offset is not None):
-            raise ValueError("RANWindowLayout: a static layout is bidirectional (no causal mode, no offset).")
-        if offset is not None and not bool((offset > 0).any()):
-            offset = None
-        lengths = sequence_mask.sum(-1)
-        start = offset if offset is not None else torch.zeros_like(lengths)
-        stream_length = start + lengths  # the row's positions counted from the start of its first window
-        windows_per_row = _windows_per_row(stream_length, window_size, min_window_size)
-        windows_per_row = torch.where(lengths > 0, windows_per_row, 0)
-        if static:  # one spare (pad-only) window keeps the window axis >= 2: size 1 would be specialized on
-            num_windows = (seq_len + 2 * window_size - 1) // window_size  # ceil(L / W) + 1, as one floor division
-        else:
-            num_windows = max(int(windows_per_row.max()), 1)
-
-        window_index = torch.arange(num_windows, device=device)
-        # each window's first and last stream position (the last window of a row runs to the row's end)
-        window_begin = torch.maximum(window_index[None, :] * window_size, start[:, None])
-        is_last = window_index[None, :] == windows_per_row[:, None] - 1
-        window_end = torch.where(is_last, stream_length[:, None], (window_index[None, :] + 1) * window_size)
-        window_sizes = torch.where(window_index[None, :] < windows_per_row[:, None], window_end - window_begin, 0)
-        window_full = (window_sizes > 0) & (window_end - window_index[None, :] * window_size >= window_size)
-        if static:
-            window_capacity = window_size + max(min_window_size - 1, 0)
-        else:
-            window_capacity = max(int(window_sizes.max()), 1)
-        if not causal and not static:
-            window_capacity = max(window_capacity, min(window_size, seq_len))
-            if num_windows > 1:
-                window_capacity = max(window_capacity, window_size)
-        slot_index = torch.arange(window_capacity, device=device)
-        token_mask = slot_index[None, None, :] < window_sizes[:, :, None]
-        window_mask = window_sizes > 0
-        first_token = window_begin - start[:, None]  # index of each window's first token among the row's real tokens
-
-        layout = dict(token_mask=token_mask, window_mask=window_mask, window_full=window_full, lengths=lengths,
-                      windows_per_row=windows_per_row, offset=offset, sequence_mask=sequence_mask,
-                      num_windows=num_windows, window_capacity=window_capacity, window_size=window_size, causal=causal,
-                      static=static)
-        if not static:  # eager: the common cases skip the index arithmetic (these checks read the mask's values)
-            right_padded = bool((sequence_mask == (torch.arange(seq_len, device=device)[None, :] < lengths[:, None])).all())
-            natural = torch.where(window_mask, first_token == window_index[None, :] * window_capacity, True)
-            if right_padded and seq_len <= num_windows * window_capacity and bool(natural.all()):
-                return cls(gather_index=None, scatter_index=None, all_real=bool(sequence_mask.all()), **layout)
-
-        # each real token's window and slot, from its rank among the row's real tokens (pure index arithmetic, so
-        # the shapes never depend on the mask's values)
-        rank = sequence_mask.long().cumsum(-1) - 1
-        window = torch.div(rank + start[:, None], window_size, rounding_mode="floor")
-        window = torch.minimum(window.clamp(min=0), (windows_per_row - 1).clamp(min=0)[:, None])
-        slot = rank - torch.gather(first_token, 1, window)
-        grid_size = num_windows * window_capacity
-        grid_slot = window * window_capacity + slot  # (B, L) slot of each real token in its row's grid
-        grid_offset = torch.arange(batch_size, device=device)[:, None] * grid_size
-        scatter = torch.where(sequence_mask, grid_offset + grid_slot, 0)
-        # the inverse map: every grid slot's input position (empty slots read the row's first position, then are
-        # zeroed by `token_mask`); pads write to one extra slot per row that is dropped
-        row_offset = torch.arange(batch_size, device=device)[:, None] * seq_len
-        source = row_offset.expand(batch_size, grid_size + 1)
-        positions = row_offset + torch.arange(seq_len, device=device)[None, :]
-        gather_index = source.scatter(1, torch.where(sequence_mask, grid_slot, grid_size), positions)
-        gather_index = gather_index[:, :grid_size].reshape(-1)
-        return cls(gather_index=gather_index, scatter_index=scatter.reshape(-1),
-                   all_real=not static and bool(sequence_mask.all()), **layout)
-
-    def to_grid(self, x: torch.Tensor) -> torch.Tensor:
-        """(B, L, ...) sequence -> (B, num_windows, window_capacity, ...) grid; empty slots are zero."""
-        batch_size, seq_len = x.shape[:2]
-        if self.gather_index is None:
-            pad = self.num_windows * self.window_capacity - seq_len
-            if pad:
-                x = F.pad(x, (0, 0) * (x.dim() - 2) + (0, pad))
-            grid = x.reshape(batch_size, self.num_windows, self.window_capacity, *x.shape[2:])
-        else:
-            grid = x.reshape(batch_size * seq_len, *x.shape[2:])[self.gather_index]
-            grid = grid.reshape(batch_size, self.num_windows, self.window_capacity, *x.shape[2:])
-        if not self.all_real or self.gather_index is not None:
-            grid = grid * self.token_mask.reshape(*self.token_mask.shape, *([1] * (x.dim() - 2))).to(grid.dtype)
-        return grid
-
-    def to_sequence(self, grid: torch.Tensor) -> torch.Tensor:
-        """(B, num_windows, window_capacity, ...) grid -> (B, L, ...) sequence; pad positions are zero."""
-        batch_size, seq_len = self.sequence_mask.shape
-        feature_shape = grid.shape[3:]
-        if self.gather_index is None:
-            x = grid.reshape(batch_size, -1, *feature_shape)[:, :seq_len]
-        else:
-            x = grid.reshape(-1, *feature_shape)[self.scatter_index].reshape(batch_size, seq_len, *feature_shape)
-        if not self.all_real:
-            x = x * self.sequence_mask.reshape(batch_size, seq_len, *([1] * len(feature_shape))).to(x.dtype)
-        return x
-
-    @property
-    def num_past(self) -> int:
-        """Key slots in front of each window for the open window's earlier tokens (0 unless continuing)."""
-        return int(self.offset.max()) if self.offset is not None else 0
-
-    def rotary_positions(self) -> torch.Tensor:
-        """Rotary position of every slot: (C,) `1..C` shared by all windows, or (B, n, C) when continuing."""
-        positions = torch.arange(1, self.window_capacity + 1, device=self.token_mask.device)
-        if self.offset is None:
-            return positions
-        first = (torch.arange(self.num_windows, device=positions.device) == 0)[None, :, None]
-        return positions[None, None, :] + torch.where(first, self.offset[:, None, None], 0)
-
-    def key_mask(self) -> torch.Tensor | None:
-        """(B, n, P + C) bool: the keys of each window, past slots (first window only) then slots; None if all real."""
-        if self.offset is None:
-            return None if not self.static and bool(self.token_mask.all()) else self.token_mask
-        past = torch.arange(self.num_past, device=self.token_mask.device)[None, :] < self.offset[:, None]
-        first = (torch.arange(self.num_windows, device=past.device) == 0)[None, :, None]
-        return torch.cat([past[:, None, :] & first, self.token_mask], dim=-1)
-
-    def attention_mask(self, key_mask: torch.Tensor | None, chunk: slice) -> torch.Tensor | None:
-        """Mask of the token attention of the windows in `chunk`: (B*m, C|1, 1 + P + C) bool over `[cell; past;
-        slots]`, or None. Bidirectional: every real key; causal: also only slots at or before the query's."""
-        batch_size, capacity = self.token_mask.shape[0], self.window_capacity
-        num_windows = chunk.stop - chunk.start
-        device = self.token_mask.device
-        if key_mask is None and not self.causal:
-            return None
-        num_keys = self.num_past + capacity
-        keys = key_mask[:, chunk] if key_mask is not None else torch.ones(
-            batch_size, num_windows, num_keys, dtype=torch.bool, device=device)
-        keys = torch.cat([keys.new_ones(batch_size, num_windows, 1), keys], dim=-1)[:, :, None, :]
-        if self.causal:
-            slots = torch.arange(capacity, device=device)
-            order = torch.cat([slots.new_full((1 + self.num_past,), -1), slots])  # cell and past come first
-            keys = keys & (order[None, :] <= slots[:, None])
-        return keys.flatten(0, 1)
-
-
-def _chain_loop(step, carry, windows, num_steps: int):
-    """The cell chain as a Python loop: `carry, y = step(carry, window i)` for the first `num_steps` windows.
-    `windows` holds, per input, a sequence over windows (a list, or a tensor with windows first) or None.
-    Returns the last carry and the list of the `y`s."""
-    windows = [w.unbind(0) if isinstance(w, torch.Tensor) else w for w in windows]  # never index a tensor in a loop
-    outputs = []
-    for i in range(num_steps):
-        carry, y = step(carry, tuple(w[i] if w is not None else None for w in windows) + (i,))
-        outputs.append(y)
-    return carry, outputs
-
-
-def _chain_while_loop(step, carry, windows, output_like):
-    """The cell chain as one `torch._higher_order_ops.while_loop` (prototype in torch 2.13), which `torch.compile`
-    and `torch.export` trace once, whatever the number of windows: `windows` are tensors with windows first (n, ...)
-    and `output_like` one tensor shaped like each per-window output of `step`. Returns the last carry and the
-    outputs stacked windows first, (n, ...)."""
-    from torch._higher_order_ops import while_loop
-
-    num_windows = windows[0].shape[0]
-
-    def more(i, *state):
-        return i < num_windows
-
-    def body(i, carry, outputs):
-        index = i.reshape(1)
-        window = tuple(w.index_select(0, index)[0] for w in windows) + (i,)
-        carry, ys = step(carry, window)
-        return i + 1, carry, tuple(out.index_copy(0, index, y[None]) for out, y in zip(outputs, ys))
-
-    start = torch.zeros((), dtype=torch.long, device=windows[0].device)
-    outputs = tuple(like.new_zeros(num_windows, *like.shape) for like in output_like)
-    _, carry, outputs = while_loop(more, body, (start, carry, outputs))
-    return carry, outputs
-
-
-def _windows_per_row(lengths: torch.Tensor, window_size: int, min_window_size: int) -> torch.Tensor:
-    """Number of windows of a row of `lengths` real tokens (authors' split, SPEC section 3): ceil(L / W), minus one
-    when L > W and the remainder is shorter than `min_window_size` (it is merged into the window before)."""
-    count = torch.div(lengths + window_size - 1, window_size, rounding_mode="floor")
-    remainder = lengths - (count - 1).clamp(min=0) * window_size
-    merge = (count > 1) & (remainder < min_window_size)
-    return count - merge.long()
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -657,7 +423,7 @@ class RANLayer(GradientCheckpointingLayer):
     2. the cell chain, sequential over windows (`chain_step`): the cell row's q/k/v and its attention over the
        window's precomputed keys, then eq. 7;
     3. all windows' token attention as one batched attention call with the cell key/value prepended, then
-       memory review. On CPU, 1 and 3 run over chunks of about `CPU_TOKEN_CHUNK` tokens (whole windows).
+       memory review. On CPU, 1 and 3 run over chunks of about `window_layout.CPU_TOKEN_CHUNK` tokens (whole windows).
     The modes differ in the layout's key mask (causal inside a window), the review mask (causal: the history and
     earlier windows only), the window merge (bidirectional only) and the state commit (causal only).
     """
@@ -771,20 +537,21 @@ class RANLayer(GradientCheckpointingLayer):
         if causal and state is None:
             state = self.initial_state(cell, batch_size, hidden_states)
         # a static layout (compile / export) has a symbolic number of windows: one chunk
-        chunks = [slice(0, num_windows)] if layout.static else _window_chunks(num_windows, capacity, device)
+        chunks = [slice(0, num_windows)] if layout.static else window_chunks(num_windows, capacity, device)
         sizes = [chunk.stop - chunk.start for chunk in chunks]
 
         # 1. every token at once (in chunks of windows on CPU): norm, q/k/v, rotary at the slots' positions
-        cos_sin = None
+        cos_sin = [None] * len(chunks)
         if self.rotary is not None:
             positions = layout.rotary_positions()
             cos, sin = self.rotary(positions, dtype)
-            cos_sin = [(cos, sin)] * len(chunks) if positions.dim() == 1 else list(zip(cos.split(sizes, 1),
-                                                                                       sin.split(sizes, 1)))
+            cos_sin = [(cos, sin)] * len(chunks)
+            if positions.dim() > 1:  # per window (continuing an open window): split like the windows
+                cos_sin = zip(cos.split(sizes, 1), sin.split(sizes, 1))
         # split and unbind, never slicing inside loops: each slice's backward would zero-fill a full-length
         # gradient (quadratic in length)
         pieces = hidden_states.split(sizes, dim=1) if len(sizes) > 1 else [hidden_states]
-        projected = [self._project(piece, cos_sin[j] if cos_sin else None) for j, piece in enumerate(pieces)]
+        projected = [self._project(piece, rotation) for piece, rotation in zip(pieces, cos_sin)]
         num_past = layout.num_past
         if num_past:  # the open window's earlier tokens, from the state, in front of every window's slots
             past_keys = state.window_keys[:, None, :num_past].to(dtype)
@@ -792,6 +559,7 @@ class RANLayer(GradientCheckpointingLayer):
             projected = [(z, q, torch.cat([past_keys.expand(-1, k.shape[1], -1, -1, -1), k], 2),
                           torch.cat([past_values.expand(-1, v.shape[1], -1, -1, -1), v], 2))
                          for z, q, k, v in projected]
+        all_keys, all_values = [k for _, _, k, _ in projected], [v for _, _, _, v in projected]
         key_mask = layout.key_mask()
 
         # 2. the cell chain: sequential over windows, batched over rows
@@ -828,29 +596,22 @@ class RANLayer(GradientCheckpointingLayer):
             # one traced loop body for any number of windows (the grid size is symbolic under compile / export);
             # not when training: the backward of `while_loop` is wrong in torch 2.13 (measured), so a compiled
             # training step unrolls the Python loop below instead (one graph per number of windows)
-            windows[:2] = [torch.cat([k for _, _, k, _ in projected], 1).transpose(0, 1),
-                           torch.cat([v for _, _, _, v in projected], 1).transpose(0, 1)]
+            windows[:2] = [_cat(all_keys, 1).transpose(0, 1), _cat(all_values, 1).transpose(0, 1)]
             key_like = windows[0][0, :, 0]  # (B, H, d)
-            (s, _), (cells, passed_cells, cell_keys, cell_values) = _chain_while_loop(
-                step, (s, previous_c), windows, (s, s, key_like, key_like))
-            cells, passed_cells, cell_keys, cell_values = (t.transpose(0, 1) for t in (cells, passed_cells,
-                                                                                        cell_keys, cell_values))
+            (s, _), outputs = run_chain_while_loop(step, (s, previous_c), windows, (s, s, key_like, key_like))
+            outputs = [t.transpose(0, 1) for t in outputs]
         else:
-            windows[:2] = [[k for _, _, keys, _ in projected for k in keys.unbind(1)],
-                           [v for _, _, _, values in projected for v in values.unbind(1)]]
+            windows[:2] = [[k for keys in all_keys for k in keys.unbind(1)],
+                           [v for values in all_values for v in values.unbind(1)]]
             # a causal window no row finishes: its cell would only be read by a later call, which recomputes it
             skip_last = causal and not bool(layout.window_full[:, -1].any())
-            (s, previous_c), outputs = _chain_loop(step, (s, previous_c), windows, num_windows - skip_last)
-            cells, passed_cells, cell_keys, cell_values = (
-                [list(t) for t in zip(*outputs)] if outputs else [[] for _ in range(4)])
+            (s, previous_c), outputs = run_chain(step, (s, previous_c), windows, num_windows - skip_last)
             if skip_last:
                 _, _, k_cell, v_cell = self._project(s[:, None])
-                cells.append(torch.zeros_like(s))
-                passed_cells.append(s)
-                cell_keys.append(k_cell[:, 0])
-                cell_values.append(v_cell[:, 0])
-            cells = torch.stack(cells, dim=1)  # (B, n, D), pre-residual cells c_i
-            cell_keys, cell_values = torch.stack(cell_keys, 1), torch.stack(cell_values, 1)  # (B, n, H, d)
+                outputs.append((torch.zeros_like(s), s, k_cell[:, 0], v_cell[:, 0]))
+            outputs = [torch.stack(t, dim=1) for t in zip(*outputs)]
+        # pre-residual cells c_i and passed cells s_i (B, n, D), the cell rows' keys and values (B, n, H, d)
+        cells, passed_cells, cell_keys, cell_values = outputs
         if causal:  # only finished windows have a cell
             cells = cells * layout.window_full[..., None].to(cells.dtype)
         elif not layout.all_real:
@@ -878,17 +639,12 @@ class RANLayer(GradientCheckpointingLayer):
             review_mask = state.review_mask(layout, chunk) if causal else layout.window_mask[:, None, :]
             out, review_probs = self.memory_review(y.flatten(1, 2), *review_memory, review_mask, output_attentions)
             outputs.append((out.unflatten(1, (m, capacity)), window_probs, review_probs))
-        out, window_probs, review_probs = (
-            (torch.cat(parts, dim=1) if len(parts) > 1 else parts[0]) if parts[0] is not None else None
-            for parts in zip(*outputs)
-        )
+        out, window_probs, review_probs = (_cat(parts, 1) if parts[0] is not None else None for parts in zip(*outputs))
 
         new_state = None
         if causal:
-            all_keys = torch.cat([k for _, _, k, _ in projected], 1) if len(projected) > 1 else projected[0][2]
-            all_values = torch.cat([v for _, _, _, v in projected], 1) if len(projected) > 1 else projected[0][3]
             new_review = tuple(memory[:, -num_windows:] for memory in review_memory)
-            new_state = state.advance(layout, cells, torch.stack(passed_cells, 1), all_keys, all_values, *new_review)
+            new_state = state.advance(layout, cells, passed_cells, _cat(all_keys, 1), _cat(all_values, 1), *new_review)
             s = new_state.cell  # the cell the open window starts from
         return out, s, cells, new_state, window_probs, review_probs
 
@@ -938,7 +694,7 @@ def _masked_max(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 # ----------------------------------------------------------------------------------------------------------------------
 
 
-# set while `from_pretrained` of a bidirectional class (everything but RANForCausalLM) builds its model
+# set while `RANModel.from_pretrained` (or `AutoModel`) builds the model, unless the call passes `is_decoder=True`
 _LOADING_AS_ENCODER = contextvars.ContextVar("ran_loading_as_encoder", default=False)
 
 
@@ -951,15 +707,27 @@ class RANPreTrainedModel(PreTrainedModel):
     _supports_sdpa = True
     _supports_flash_attn = False  # flash kernels take no per-key mask (see `RANWindowAttention.forward`)
     _supports_flex_attn = True
-    # RANForCausalLM keeps the causal encoder of a causal checkpoint; every other class loads it bidirectional
-    _is_causal_lm = False
+    # The encoder a class builds, whatever `config.is_decoder` says: False, bidirectional (the task heads); True,
+    # causal (RANForCausalLM); None, as the config says (RANModel, but bidirectional when `from_pretrained` loads it).
+    # Where that differs from the config, `__init__` works on a copy: subclasses build from `self.config`.
+    _causal_encoder: bool | None = False
 
     def __init__(self, config: RANConfig, *inputs, **kwargs):
-        if config.is_decoder and _LOADING_AS_ENCODER.get():
-            # `from_pretrained` hands the model a private deep copy of the config, so this changes nothing the caller
-            # holds (tested)
-            _log_bidirectional_notice(type(self).__name__)
-            config.is_decoder = False
+        causal = self._causal_encoder
+        if causal is None:
+            causal = config.is_decoder and not _LOADING_AS_ENCODER.get()
+        if config.is_decoder != causal:  # build from a copy: the caller's config is never changed (tested)
+            name = type(self).__name__
+            if causal:
+                logger.info(f"{name}: using a copy of the config with `is_decoder=True` (causal windows, no merge).")
+            else:
+                logger.warning(
+                    f"{name}: the config is causal (`is_decoder=True`, e.g. a RANForCausalLM checkpoint); {name} uses "
+                    "the bidirectional encoder instead, so every token sees the whole document. Load the checkpoint "
+                    "with `RANForCausalLM` for the causal language model."
+                )
+            config = copy.deepcopy(config)
+            config.is_decoder = causal
         super().__init__(config, *inputs, **kwargs)
 
     @classmethod
@@ -967,9 +735,9 @@ class RANPreTrainedModel(PreTrainedModel):
         """`PreTrainedModel.from_pretrained`, except that a causal checkpoint (e.g. `run_clm.py`'s output, saved with
         `is_decoder=True`) loads into every class but [`RANForCausalLM`] with the bidirectional encoder, with a logged
         notice: a classifier, tagger, QA or MLM head (or `AutoModel`) sees the whole document. Pass
-        `is_decoder=True` to keep the causal encoder (e.g. `RANModel.from_pretrained(path, is_decoder=True)`)."""
-        as_encoder = not cls._is_causal_lm and not kwargs.get("is_decoder", False)
-        token = _LOADING_AS_ENCODER.set(as_encoder)
+        `is_decoder=True` to keep the causal encoder of a bare `RANModel` (`RANModel.from_pretrained(path,
+        is_decoder=True)`)."""
+        token = _LOADING_AS_ENCODER.set(cls._causal_encoder is None and not kwargs.get("is_decoder", False))
         try:
             return super().from_pretrained(*args, **kwargs)
         finally:
@@ -996,9 +764,7 @@ class RANPreTrainedModel(PreTrainedModel):
             init.ones_(module.weight)
             init.zeros_(module.bias)
         elif isinstance(module, RANRotaryEmbedding):
-            head_size = self.config.attention_head_size
-            exponent = torch.arange(0, head_size, 2, dtype=torch.float32) / head_size
-            init.copy_(module.inv_freq, 1.0 / (self.config.rope_theta**exponent))
+            init.copy_(module.inv_freq, module.inverse_frequencies(self.config))
         elif hasattr(module, "bias") and isinstance(getattr(module, "bias"), nn.Parameter) and module is not self:
             # heads' own output biases (e.g. the masked-LM decoder bias)
             init.zeros_(module.bias)
@@ -1116,8 +882,11 @@ class RANModel(RANPreTrainedModel):
     layer `l`'s last cell, as in the authors' code. Causal mode (`config.is_decoder`): see `forward`.
     """
 
+    _causal_encoder = None
+
     def __init__(self, config: RANConfig, add_pooling_layer: bool = True):
         super().__init__(config)
+        config = self.config  # a copy when `from_pretrained` loads a causal checkpoint bidirectional
         self.embeddings = RANEmbeddings(config)
         self.layers = nn.ModuleList([RANLayer(config, i) for i in range(config.num_hidden_layers)])
         self.pooler = RANPooler(config) if add_pooling_layer else None
@@ -1169,14 +938,14 @@ class RANModel(RANPreTrainedModel):
         a token in window i reads `[s_0, c_1 .. c_{i-1}]`, and every layer starts from its own initial cell
         (`initial_cell` seeds the first layer only). So the output at position t depends on tokens <= t only.
         """
-        _check_forward_kwargs(self, kwargs)
+        check_forward_kwargs(self, kwargs)
         output_attentions = output_attentions if output_attentions is not None else self.config.output_attentions
         output_hidden_states = (
             output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
         )
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         causal = self.config.is_decoder
-        _check_export_path(causal)
+        check_export_path(causal)
         cache = past_key_values
         if not causal and cache is not None:
             raise ValueError("RANModel: `past_key_values` needs a causal model (`config.is_decoder=True`).")
@@ -1188,7 +957,8 @@ class RANModel(RANPreTrainedModel):
         if attention_mask is not None and cache is not None and attention_mask.dim() == 2:
             length = (input_ids if input_ids is not None else inputs_embeds).shape[1]
             attention_mask = attention_mask[:, -length:]  # generate() passes the mask of the past and new tokens
-        sequence_mask = self._check_inputs(input_ids, attention_mask, inputs_embeds, initial_cell)
+        sequence_mask = check_inputs(self.config, self.embeddings.word_embeddings.weight.dtype, input_ids,
+                                     attention_mask, inputs_embeds, initial_cell)
         batch_size, length = sequence_mask.shape
         use_cache = causal and (use_cache if use_cache is not None else (self.config.use_cache and not self.training))
         if cache is None and use_cache:
@@ -1198,7 +968,7 @@ class RANModel(RANPreTrainedModel):
             raise ValueError(f"RANModel: the cache holds {cache.batch_size} rows but the input has {batch_size}.")
         layout = RANWindowLayout.from_mask(
             sequence_mask, self.config.window_size, self.config.min_window_size, causal=causal,
-            offset=cache.open_window_length() if cache is not None else None, static=_is_compiling() and not causal,
+            offset=cache.open_window_length() if cache is not None else None, static=is_compiling() and not causal,
         )
 
         hidden = layout.to_grid(self.embeddings(input_ids, inputs_embeds))
@@ -1250,74 +1020,6 @@ class RANModel(RANPreTrainedModel):
             return _masked_max(cells, window_mask)
         return last_cell
 
-    def _check_inputs(self, input_ids, attention_mask, inputs_embeds, initial_cell) -> torch.Tensor:
-        """Validate the arguments (and the config, which may have been edited since construction) and return the
-        (B, L) bool mask of real tokens."""
-        if not _is_compiling():
-            self.config._check_values()
-        if (input_ids is None) == (inputs_embeds is None):
-            raise ValueError("RANModel: pass exactly one of `input_ids` and `inputs_embeds`.")
-        if input_ids is not None:
-            if not isinstance(input_ids, torch.Tensor) or input_ids.dtype.is_floating_point or input_ids.dim() != 2:
-                raise TypeError(
-                    "RANModel: `input_ids` must be an integer tensor of shape (batch_size, sequence_length), got "
-                    f"{type(input_ids).__name__}{tuple(getattr(input_ids, 'shape', ()))}"
-                    f"{' of ' + str(input_ids.dtype) if isinstance(input_ids, torch.Tensor) else ''}."
-                )
-            shape = tuple(input_ids.shape)
-            if input_ids.numel() and not _is_compiling() and (
-                int(input_ids.min()) < 0 or int(input_ids.max()) >= self.config.vocab_size
-            ):
-                raise ValueError(
-                    f"RANModel: `input_ids` must lie in [0, vocab_size={self.config.vocab_size}); got values in "
-                    f"[{int(input_ids.min())}, {int(input_ids.max())}]. Check that the tokenizer matches the model "
-                    "(or call `model.resize_token_embeddings(len(tokenizer))`)."
-                )
-        else:
-            if not isinstance(inputs_embeds, torch.Tensor) or inputs_embeds.dim() != 3 or (
-                inputs_embeds.shape[-1] != self.config.hidden_size
-            ):
-                raise ValueError(
-                    "RANModel: `inputs_embeds` must be a float tensor of shape (batch_size, sequence_length, "
-                    f"hidden_size={self.config.hidden_size}), got {tuple(getattr(inputs_embeds, 'shape', ()))}."
-                )
-            expected_dtype = self.embeddings.word_embeddings.weight.dtype
-            if inputs_embeds.dtype != expected_dtype and not (
-                inputs_embeds.dtype.is_floating_point and torch.is_autocast_enabled(inputs_embeds.device.type)
-            ):
-                raise TypeError(
-                    f"RANModel: `inputs_embeds` must have the model's dtype {expected_dtype}, got "
-                    f"{inputs_embeds.dtype}; pass `inputs_embeds.to({expected_dtype})` (or cast the model with "
-                    "`model.to(dtype)`)."
-                )
-            shape = tuple(inputs_embeds.shape[:2])
-        if shape[0] == 0 or shape[1] == 0:
-            raise ValueError(f"RANModel: the input is empty (shape {shape}); pass at least one token per row.")
-        if initial_cell is not None and (
-            not isinstance(initial_cell, torch.Tensor) or tuple(initial_cell.shape) != (shape[0], self.config.hidden_size)
-        ):
-            raise ValueError(
-                f"RANModel: `initial_cell` must have shape (batch_size, hidden_size) = ({shape[0]}, "
-                f"{self.config.hidden_size}); got {tuple(getattr(initial_cell, 'shape', ()))}."
-            )
-        device = input_ids.device if input_ids is not None else inputs_embeds.device
-        if attention_mask is None:
-            # causal LMs often share the pad id with a real token (eos): there the default is "all real", as in
-            # Transformers' decoders; generate() passes the mask it builds
-            if input_ids is not None and self.config.pad_token_id is not None and not self.config.is_decoder:
-                return input_ids != self.config.pad_token_id
-            return torch.ones(shape, dtype=torch.bool, device=device)
-        if not isinstance(attention_mask, torch.Tensor) or tuple(attention_mask.shape) != shape:
-            raise ValueError(
-                f"RANModel: `attention_mask` must have the shape of the input, (batch_size, sequence_length) = "
-                f"{shape}; got {tuple(getattr(attention_mask, 'shape', ()))}."
-            )
-        if attention_mask.dtype != torch.bool and not _is_compiling() and bool(
-            ((attention_mask != 0) & (attention_mask != 1)).any()
-        ):
-            raise ValueError("RANModel: `attention_mask` must hold only 0 (padding) and 1 (real token).")
-        return attention_mask.to(device=device).bool()
-
 
 # ----------------------------------------------------------------------------------------------------------------------
 # Heads
@@ -1341,144 +1043,6 @@ class RANLMHead(nn.Module):
         return self.decoder(self.norm(self.act(self.dense(self.dropout(hidden_states)))))
 
 
-def _is_compiling() -> bool:
-    """True under `torch.compile` and `torch.export` (Dynamo tracing): the layout is static, and checks that read
-    tensor values are skipped (they would break the graph); eager calls get every check. (`torch.jit.trace` never
-    gets this far: `_check_export_path` refuses it at the top of `RANModel.forward`.)"""
-    return torch.compiler.is_compiling() or torch.compiler.is_exporting()
-
-
-def _check_export_path(causal: bool) -> None:
-    """Refuse the export paths that would silently bake one input's window grid into the graph.
-
-    `torch.jit.trace` (and so the TorchScript-based `torch.onnx.export(..., dynamo=False)`) records the Python
-    window loop and grid size of the example input: the result would be wrong at any other length or padding.
-    `torch.export` / `torch.onnx.export(..., dynamo=True)` trace a grid sized by the symbolic length instead
-    (bidirectional models); the causal model's recurrent state is not exportable.
-    """
-    if torch.jit.is_tracing():
-        raise RuntimeError(
-            "RAN cannot be traced with torch.jit.trace (used by the legacy `torch.onnx.export(..., dynamo=False)`): "
-            "a trace records the window grid of the example input and would be silently wrong at other lengths or "
-            "padding. Use `torch.onnx.export(model, args, dynamo=True, dynamic_shapes=...)` or "
-            "`torch.export.export(model, args, dynamic_shapes=...)`, with a `torch.export.Dim` for the sequence "
-            "length."
-        )
-    if causal and torch.compiler.is_exporting():
-        raise RuntimeError(
-            "RAN's causal mode (`config.is_decoder=True`, RANForCausalLM) cannot be exported: its windowing and "
-            "recurrent cache depend on the input's values. Export a bidirectional model (RANModel, "
-            "RANForSequenceClassification, RANForMaskedLM, ...), or run the causal model eagerly or with "
-            "`torch.compile`."
-        )
-
-
-# keyword arguments a forward takes through `**kwargs` without naming them: Trainer's loss normaliser, and the
-# cache position `generate()` may add (RAN's recurrent cache keeps its own count)
-_PASS_THROUGH_KWARGS = frozenset({"num_items_in_batch", "cache_position"})
-_KWARG_HINTS = {"token_type_ids": "RAN has no token types; call the tokenizer with `return_token_type_ids=False`",
-                "position_ids": "RAN's positions are rotary and restart in every window; there are no position ids",
-                "head_mask": "RAN has no head mask"}
-
-
-def _check_forward_kwargs(model: nn.Module, kwargs: dict) -> None:
-    """A keyword the forward does not know would otherwise vanish into `**kwargs` (`attn_mask=` for
-    `attention_mask=`): raise a `TypeError` naming it, as Python does for a function without `**kwargs`."""
-    unknown = [name for name in kwargs if name not in _PASS_THROUGH_KWARGS]
-    if not unknown:
-        return
-    name = unknown[0]
-    known = [p for p in inspect.signature(type(model).forward).parameters if p not in ("self", "kwargs")]
-    close = difflib.get_close_matches(name, known + sorted(_PASS_THROUGH_KWARGS), n=1)
-    hint = _KWARG_HINTS.get(name, f"did you mean `{close[0]}`?" if close else f"it takes {', '.join(known)}")
-    raise TypeError(f"{type(model).__name__}.forward() got an unexpected keyword argument `{name}` ({hint}).")
-
-
-def _log_bidirectional_notice(class_name: str) -> None:
-    logger.warning(
-        f"{class_name}: the config is causal (`is_decoder=True`, e.g. a RANForCausalLM checkpoint); {class_name} uses "
-        "the bidirectional encoder instead, so every token sees the whole document. Load the checkpoint with "
-        "`RANForCausalLM` for the causal language model."
-    )
-
-
-def _as_encoder_config(config: RANConfig, class_name: str) -> RANConfig:
-    """The config a bidirectional head builds from: a copy with `is_decoder=False` when the given one is causal (the
-    caller's object is never changed)."""
-    if not config.is_decoder:
-        return config
-    _log_bidirectional_notice(class_name)
-    config = copy.deepcopy(config)
-    config.is_decoder = False
-    return config
-
-
-def _check_labels(model_name: str, name: str, labels, shapes: tuple, num_classes: int | None) -> None:
-    """`labels` must be a tensor of one of `shapes`; with `num_classes`, integer class indices in
-    `[0, num_classes)` or -100 (ignored)."""
-    if not isinstance(labels, torch.Tensor):
-        raise TypeError(f"{model_name}: `{name}` must be a tensor, got {type(labels).__name__}.")
-    if tuple(labels.shape) not in shapes:
-        raise ValueError(
-            f"{model_name}: `{name}` must have shape {' or '.join(str(shape) for shape in shapes)}, got "
-            f"{tuple(labels.shape)}."
-        )
-    if num_classes is None:
-        return
-    if labels.dtype.is_floating_point or labels.dtype == torch.bool:
-        raise TypeError(f"{model_name}: `{name}` must hold integer class indices, got {labels.dtype}.")
-    if labels.numel() and not _is_compiling():
-        bad = ((labels < 0) & (labels != -100)) | (labels >= num_classes)
-        if bool(bad.any()):
-            raise ValueError(
-                f"{model_name}: `{name}` must lie in [0, {num_classes}) or be -100 (ignored); got "
-                f"{int(labels[bad][0])}."
-            )
-
-
-def _check_sequence_labels(model_name: str, labels, config: RANConfig, batch_size: int) -> None:
-    """Labels of [`RANForSequenceClassification`] for the problem type Transformers' loss will pick (set in
-    `config.problem_type`, else regression for one label, single-label for integer labels, multi-label otherwise)."""
-    num_labels = config.num_labels
-    if not isinstance(labels, torch.Tensor):
-        raise TypeError(f"{model_name}: `labels` must be a tensor, got {type(labels).__name__}.")
-    problem_type = config.problem_type
-    if problem_type is None:
-        if num_labels == 1:
-            problem_type = "regression"
-        elif labels.dtype in (torch.long, torch.int):
-            problem_type = "single_label_classification"
-        else:
-            problem_type = "multi_label_classification"
-    if problem_type == "single_label_classification":
-        _check_labels(model_name, "labels", labels, ((batch_size,), (batch_size, 1)), num_labels)
-        return
-    one_per_row = ((batch_size,), (batch_size, 1)) if num_labels == 1 else ()
-    _check_labels(model_name, "labels", labels, one_per_row + ((batch_size, num_labels),), None)
-    if not labels.dtype.is_floating_point:
-        raise TypeError(
-            f"{model_name}: `labels` must be floats for {problem_type} (num_labels={num_labels}), got {labels.dtype}; "
-            "single-label classification takes torch.long class indices and num_labels >= 2."
-        )
-    if problem_type == "multi_label_classification" and labels.numel() and not _is_compiling():
-        if bool(((labels < 0) | (labels > 1)).any()):
-            raise ValueError(f"{model_name}: multi-label `labels` must lie in [0, 1] (one target per label).")
-
-
-def _answer_positions(model_name: str, name: str, positions, batch_size: int, length: int) -> torch.Tensor:
-    """QA positions, shape (B,) or (B, 1), as Transformers' loss takes them, with -100 moved past the end of the
-    input (Transformers would clamp it to 0 and train towards the first token). Other negatives raise."""
-    _check_labels(model_name, name, positions, ((batch_size,), (batch_size, 1)), None)
-    if positions.dtype.is_floating_point or positions.dtype == torch.bool:
-        raise TypeError(f"{model_name}: `{name}` must hold integer token indices, got {positions.dtype}.")
-    if not _is_compiling() and bool(((positions < 0) & (positions != -100)).any()):
-        raise ValueError(
-            f"{model_name}: `{name}` must be token indices >= 0 (indices past the input, and -100, are ignored); got "
-            f"{int(positions[(positions < 0) & (positions != -100)][0])}."
-        )
-    return positions.masked_fill(positions == -100, length)
-
-
 def _encoder_kwargs(attention_mask, inputs_embeds, initial_cell, output_hidden_states, output_attentions) -> dict:
     return dict(attention_mask=attention_mask, inputs_embeds=inputs_embeds, initial_cell=initial_cell,
                 output_hidden_states=output_hidden_states, output_attentions=output_attentions, return_dict=True)
@@ -1494,9 +1058,8 @@ class RANForMaskedLM(RANPreTrainedModel):
     _keys_to_ignore_on_load_unexpected = [r"^ran\.pooler\."]
 
     def __init__(self, config: RANConfig):
-        config = _as_encoder_config(config, type(self).__name__)
         super().__init__(config)
-        self.ran = RANModel(config, add_pooling_layer=False)
+        self.ran = RANModel(self.config, add_pooling_layer=False)
         self.lm_head = RANLMHead(config)
         self.post_init()
 
@@ -1525,13 +1088,13 @@ class RANForMaskedLM(RANPreTrainedModel):
             `config.sparse_prediction`, the returned `logits` are only those of the positions with a label,
             `(num_masked, vocab_size)` in row-major order (`logits == dense_logits[labels != -100]`).
         """
-        _check_forward_kwargs(self, kwargs)
+        check_forward_kwargs(self, kwargs)
         outputs = self.ran(input_ids, **_encoder_kwargs(attention_mask, inputs_embeds, initial_cell,
                                                          output_hidden_states, output_attentions))
         hidden_states = outputs.last_hidden_state
         loss = None
         if labels is not None:
-            _check_labels(type(self).__name__, "labels", labels, (tuple(hidden_states.shape[:2]),),
+            check_labels(type(self).__name__, "labels", labels, (tuple(hidden_states.shape[:2]),),
                           self.config.vocab_size)
             if self.config.sparse_prediction:  # the head only where there is a loss: (num_masked, D)
                 predicted = labels != -100
@@ -1552,10 +1115,9 @@ class RANForSequenceClassification(RANPreTrainedModel):
     _keys_to_ignore_on_load_unexpected = [r"^lm_head\."]
 
     def __init__(self, config: RANConfig):
-        config = _as_encoder_config(config, type(self).__name__)
         super().__init__(config)
         self.num_labels = config.num_labels
-        self.ran = RANModel(config)
+        self.ran = RANModel(self.config)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
@@ -1576,13 +1138,13 @@ class RANForSequenceClassification(RANPreTrainedModel):
         labels (`torch.Tensor` of shape `(batch_size,)`, or `(batch_size, num_labels)` for multi-label, *optional*):
             Class indices (single-label), floats (regression) or 0/1 floats per label (multi-label).
         """
-        _check_forward_kwargs(self, kwargs)
+        check_forward_kwargs(self, kwargs)
         outputs = self.ran(input_ids, **_encoder_kwargs(attention_mask, inputs_embeds, initial_cell,
                                                          output_hidden_states, output_attentions))
         logits = self.classifier(self.dropout(outputs.pooler_output))
         loss = None
         if labels is not None:
-            _check_sequence_labels(type(self).__name__, labels, self.config, logits.shape[0])
+            check_sequence_labels(type(self).__name__, labels, self.config, logits.shape[0])
             loss = self.loss_function(labels, logits, self.config, **kwargs)
         output = SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
                                           attentions=outputs.attentions)
@@ -1595,10 +1157,9 @@ class RANForTokenClassification(RANPreTrainedModel):
     _keys_to_ignore_on_load_unexpected = [r"^ran\.pooler\.", r"^lm_head\."]
 
     def __init__(self, config: RANConfig):
-        config = _as_encoder_config(config, type(self).__name__)
         super().__init__(config)
         self.num_labels = config.num_labels
-        self.ran = RANModel(config, add_pooling_layer=False)
+        self.ran = RANModel(self.config, add_pooling_layer=False)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
@@ -1619,13 +1180,13 @@ class RANForTokenClassification(RANPreTrainedModel):
         labels (`torch.LongTensor` of shape `(batch_size, sequence_length)`, *optional*):
             Tag indices in `[0, num_labels)`; -100 for positions without a loss (pads, continuation word pieces).
         """
-        _check_forward_kwargs(self, kwargs)
+        check_forward_kwargs(self, kwargs)
         outputs = self.ran(input_ids, **_encoder_kwargs(attention_mask, inputs_embeds, initial_cell,
                                                          output_hidden_states, output_attentions))
         logits = self.classifier(self.dropout(outputs.last_hidden_state))
         loss = None
         if labels is not None:
-            _check_labels(type(self).__name__, "labels", labels, (tuple(logits.shape[:2]),), self.config.num_labels)
+            check_labels(type(self).__name__, "labels", labels, (tuple(logits.shape[:2]),), self.config.num_labels)
             loss = self.loss_function(logits, labels, self.config, **kwargs)
         output = TokenClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
                                        attentions=outputs.attentions)
@@ -1639,9 +1200,8 @@ class RANForQuestionAnswering(RANPreTrainedModel):
     _keys_to_ignore_on_load_unexpected = [r"^ran\.pooler\.", r"^lm_head\."]
 
     def __init__(self, config: RANConfig):
-        config = _as_encoder_config(config, type(self).__name__)
         super().__init__(config)
-        self.ran = RANModel(config, add_pooling_layer=False)
+        self.ran = RANModel(self.config, add_pooling_layer=False)
         self.qa_outputs = nn.Linear(config.hidden_size, 2)
         self.post_init()
 
@@ -1663,7 +1223,7 @@ class RANForQuestionAnswering(RANPreTrainedModel):
             Token index of the answer's first and last token; positions past the end of the input, and -100, are
             ignored in the loss (give both or neither).
         """
-        _check_forward_kwargs(self, kwargs)
+        check_forward_kwargs(self, kwargs)
         outputs = self.ran(input_ids, **_encoder_kwargs(attention_mask, inputs_embeds, initial_cell,
                                                          output_hidden_states, output_attentions))
         start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).unbind(-1)
@@ -1677,7 +1237,7 @@ class RANForQuestionAnswering(RANPreTrainedModel):
         if start_positions is not None:
             length = start_logits.shape[1]
             start_positions, end_positions = (
-                _answer_positions(type(self).__name__, name, positions, start_logits.shape[0], length)
+                answer_positions(type(self).__name__, name, positions, start_logits.shape[0], length)
                 for name, positions in (("start_positions", start_positions), ("end_positions", end_positions))
             )
             loss = self.loss_function(start_logits, end_logits, start_positions, end_positions, **kwargs)
@@ -1697,15 +1257,11 @@ class RANForCausalLM(RANPreTrainedModel, GenerationMixin):
     }
     _keys_to_ignore_on_load_unexpected = [r"^ran\.pooler\."]
     _is_stateful = True
-    _is_causal_lm = True
+    _causal_encoder = True
 
     def __init__(self, config: RANConfig):
-        if not config.is_decoder:
-            logger.info("RANForCausalLM: using a copy of the config with `is_decoder=True` (causal windows, no merge).")
-            config = copy.deepcopy(config)
-            config.is_decoder = True
         super().__init__(config)
-        self.ran = RANModel(config, add_pooling_layer=False)
+        self.ran = RANModel(self.config, add_pooling_layer=False)
         self.lm_head = RANLMHead(config)
         self.post_init()
 
@@ -1742,7 +1298,7 @@ class RANForCausalLM(RANPreTrainedModel, GenerationMixin):
         past_key_values (`RANCache`, *optional*): state to continue from; returned updated when `use_cache`.
         logits_to_keep (`int`, *optional*): compute logits for the last `logits_to_keep` positions only (0: all).
         """
-        _check_forward_kwargs(self, kwargs)
+        check_forward_kwargs(self, kwargs)
         outputs = self.ran(
             input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds, initial_cell=initial_cell,
             past_key_values=past_key_values, use_cache=use_cache, output_hidden_states=output_hidden_states,
@@ -1750,7 +1306,7 @@ class RANForCausalLM(RANPreTrainedModel, GenerationMixin):
         )
         hidden = outputs.last_hidden_state
         if labels is not None:
-            _check_labels(type(self).__name__, "labels", labels, (tuple(hidden.shape[:2]),), self.config.vocab_size)
+            check_labels(type(self).__name__, "labels", labels, (tuple(hidden.shape[:2]),), self.config.vocab_size)
             if logits_to_keep and logits_to_keep < hidden.shape[1]:
                 raise ValueError(
                     f"{type(self).__name__}: `labels` need the logits of every position; pass `logits_to_keep=0` "

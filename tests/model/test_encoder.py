@@ -91,13 +91,13 @@ def test_fast_path_equals_oracle_on_a_padded_batch_and_with_eager_attention():
 def test_window_chunks_on_cpu_change_nothing(monkeypatch, chunk_tokens):
     """The CPU path runs the token-parallel stages in chunks of windows; outputs, attentions and gradients must be
     those of a single chunk (and of the oracle), with padding and merged windows in the batch."""
-    from ran_hf import modeling_ran
+    from ran_hf import window_layout
 
     docs = documents([47, 29, 9, 26], seed=3)
     ids, mask = pad_batch(docs)
     results = {}
     for chunk in (10**9, chunk_tokens):
-        monkeypatch.setattr(modeling_ran, "CPU_TOKEN_CHUNK", chunk)
+        monkeypatch.setattr(window_layout, "CPU_TOKEN_CHUNK", chunk)
         model = make_model(num_attention_heads=3, attention_head_size=6, hidden_dropout_prob=0.0,
                            attention_probs_dropout_prob=0.0).train()
         out = model(ids, attention_mask=mask, output_attentions=True, output_hidden_states=True)
