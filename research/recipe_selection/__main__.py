@@ -1,0 +1,161 @@
+# Copyright 2026 The ran_hf authors. Licensed under the Apache License, Version 2.0.
+"""Choose the training settings of the `from-scratch` recipe on Hyperpartisan's dev split, over several seeds.
+
+Each candidate is a list of flags added to the default job of `run_scripts/run_classification.py` (the shipped
+Hyperpartisan data and tokenizer; the dev split is a stratified 10% of the official train split, drawn by the
+seed). A candidate is scored by its dev macro-F1 (the best epoch's, as the job itself selects), averaged over the
+seeds; test metrics are recorded for the report but play no part in the choice. Runs go one torch thread each,
+`--parallel` at a time; a finished run (test metrics in its `all_results.json`) is not run again, and a run still
+alive from an earlier driver (its `pid` file names a live process) is waited for, so the command resumes.
+
+    python -m research.recipe_selection --output_dir outputs/recipe_selection --seeds 42 43 44 --parallel 2
+    python -m research.recipe_selection --output_dir outputs/recipe_selection --report_only
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+CANDIDATES = {
+    "recipe": [],
+    "10-epochs": ["--num_train_epochs", "10"],
+    "regularized": ["--weight_decay", "0.1", "--hidden_dropout_prob", "0.2"],
+    "lr-5e-4-10-epochs": ["--learning_rate", "5e-4", "--num_train_epochs", "10"],
+    "regularized-more": ["--weight_decay", "0.1", "--hidden_dropout_prob", "0.3"],
+}
+
+
+def run_dir(output_dir: Path, candidate: str, seed: int) -> Path:
+    return output_dir / candidate / f"seed{seed}"
+
+
+def finished(output_dir: Path, candidate: str, seed: int) -> dict | None:
+    """The run's metrics once it has written its test metrics (Trainer fills `all_results.json` split by split)."""
+    path = run_dir(output_dir, candidate, seed) / "all_results.json"
+    try:
+        results = json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):  # not yet written, or being rewritten right now
+        return None
+    return results if "test_accuracy" in results else None
+
+
+def alive(output_dir: Path, candidate: str, seed: int) -> int | None:
+    """The pid of this run's process if an earlier driver started it and it still runs."""
+    path = run_dir(output_dir, candidate, seed) / "pid"
+    if not path.exists():
+        return None
+    pid = int(path.read_text())
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return None
+    return pid
+
+
+class Adopted:
+    """A run started by an earlier driver, polled through its pid."""
+
+    def __init__(self, pid: int):
+        self.pid, self.returncode = pid, None
+
+    def poll(self):
+        try:
+            os.kill(self.pid, 0)
+        except OSError:
+            self.returncode = "?"
+        return self.returncode
+
+
+def launch(output_dir: Path, candidate: str, seed: int) -> subprocess.Popen | Adopted:
+    pid = alive(output_dir, candidate, seed)
+    if pid is not None:
+        return Adopted(pid)
+    out = run_dir(output_dir, candidate, seed)
+    out.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "run_scripts/run_classification.py", "--seed", str(seed), "--output_dir", str(out),
+               "--disable_tqdm", "True", "--save_total_limit", "1", *CANDIDATES[candidate]]
+    (out / "command.txt").write_text(" ".join(command) + "\n")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    log = open(out / "run.log", "w")
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    (out / "pid").write_text(str(process.pid))
+    return process
+
+
+def collect(output_dir: Path, seeds: list[int]) -> list[dict]:
+    rows = []
+    for candidate in CANDIDATES:
+        runs = []
+        for seed in seeds:
+            results = finished(output_dir, candidate, seed)
+            if results is not None:
+                runs.append((seed, results))
+        if not runs:
+            continue
+        def stat(key):
+            values = np.array([r[key] for _, r in runs])
+            return float(values.mean()), float(values.std())
+        rows.append({"candidate": candidate, "flags": " ".join(CANDIDATES[candidate]) or "(the recipe)",
+                     "seeds": [s for s, _ in runs], "dev_macro_f1": stat("eval_macro_f1"),
+                     "test_accuracy": stat("test_accuracy"), "test_macro_f1": stat("test_macro_f1"),
+                     "train_minutes": stat("train_runtime")[0] / 60,
+                     "per_seed_test_accuracy": [round(r["test_accuracy"], 3) for _, r in runs],
+                     "per_seed_dev_macro_f1": [round(r["eval_macro_f1"], 3) for _, r in runs]})
+    return rows
+
+
+def report(output_dir: Path, seeds: list[int]) -> str:
+    rows = collect(output_dir, seeds)
+    lines = ["| candidate | flags added | seeds | dev macro-F1 (choice) | test accuracy | test macro-F1 | "
+             "test accuracy per seed | train min/run |", "| --- | --- | --- | ---: | ---: | ---: | --- | ---: |"]
+    for row in sorted(rows, key=lambda r: -r["dev_macro_f1"][0]):
+        lines.append(
+            f"| {row['candidate']} | `{row['flags']}` | {len(row['seeds'])} | {row['dev_macro_f1'][0]:.3f} ± "
+            f"{row['dev_macro_f1'][1]:.3f} | {row['test_accuracy'][0]:.3f} ± {row['test_accuracy'][1]:.3f} | "
+            f"{row['test_macro_f1'][0]:.3f} ± {row['test_macro_f1'][1]:.3f} | "
+            f"{' / '.join(map(str, row['per_seed_test_accuracy']))} | {row['train_minutes']:.1f} |")
+    table = "\n".join(lines) + "\n"
+    (output_dir / "table.md").write_text(table)
+    (output_dir / "results.json").write_text(json.dumps(rows, indent=1) + "\n")
+    return table
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--output_dir", type=Path, required=True)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[42, 43, 44])
+    parser.add_argument("--candidates", nargs="+", default=list(CANDIDATES), choices=list(CANDIDATES))
+    parser.add_argument("--parallel", type=int, default=2)
+    parser.add_argument("--report_only", action="store_true")
+    args = parser.parse_args(argv)
+    if not args.report_only:
+        todo = [(c, s) for s in args.seeds for c in args.candidates if finished(args.output_dir, c, s) is None]
+        todo.sort(key=lambda run: alive(args.output_dir, *run) is None)  # adopt live runs first
+        running: list[tuple[str, int, subprocess.Popen, float]] = []
+        while todo or running:
+            while todo and len(running) < args.parallel:
+                candidate, seed = todo.pop(0)
+                running.append((candidate, seed, launch(args.output_dir, candidate, seed), time.time()))
+                print(f"started {candidate} seed {seed}", flush=True)
+            time.sleep(5)
+            for item in list(running):
+                candidate, seed, process, start = item
+                if process.poll() is not None:
+                    running.remove(item)
+                    print(f"finished {candidate} seed {seed}: exit {process.returncode} after "
+                          f"{time.time() - start:.0f} s", flush=True)
+            report(args.output_dir, args.seeds)
+    print(report(args.output_dir, args.seeds))
+
+
+if __name__ == "__main__":
+    main()

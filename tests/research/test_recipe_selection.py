@@ -1,0 +1,32 @@
+"""The recipe-selection driver scores candidates on dev only and ignores runs that have not finished."""
+
+import json
+
+from research import recipe_selection
+from research.recipe_selection.__main__ import CANDIDATES, collect, finished, report, run_dir
+
+
+def write(tmp_path, candidate, seed, **metrics):
+    folder = run_dir(tmp_path, candidate, seed)
+    folder.mkdir(parents=True)
+    (folder / "all_results.json").write_text(json.dumps(metrics))
+
+
+def test_choice_is_by_mean_dev_macro_f1_and_unfinished_runs_are_ignored(tmp_path):
+    assert recipe_selection is not None and "recipe" in CANDIDATES
+    # "recipe" is worse on dev but better on test: the table must still rank by dev
+    write(tmp_path, "recipe", 1, eval_macro_f1=0.6, test_accuracy=0.9, test_macro_f1=0.9, train_runtime=60)
+    write(tmp_path, "recipe", 2, eval_macro_f1=0.8, test_accuracy=0.7, test_macro_f1=0.7, train_runtime=60)
+    write(tmp_path, "regularized", 1, eval_macro_f1=0.75, test_accuracy=0.6, test_macro_f1=0.6, train_runtime=120)
+    write(tmp_path, "regularized", 2, eval_macro_f1=0.7, test_accuracy=0.6, test_macro_f1=0.6, train_runtime=120)
+    write(tmp_path, "10-epochs", 1, eval_macro_f1=0.99, train_runtime=60)  # training done, test not written yet
+    (run_dir(tmp_path, "10-epochs", 2)).mkdir(parents=True)
+    (run_dir(tmp_path, "10-epochs", 2) / "all_results.json").write_text("{")  # being rewritten right now
+
+    assert finished(tmp_path, "10-epochs", 1) is None and finished(tmp_path, "10-epochs", 2) is None
+    rows = {row["candidate"]: row for row in collect(tmp_path, [1, 2])}
+    assert set(rows) == {"recipe", "regularized"}
+    assert rows["regularized"]["dev_macro_f1"][0] == 0.725 and rows["recipe"]["dev_macro_f1"][0] == 0.7
+    table = report(tmp_path, [1, 2]).splitlines()
+    assert table[2].startswith("| regularized |") and table[3].startswith("| recipe |")
+    assert (tmp_path / "table.md").exists() and (tmp_path / "results.json").exists()
