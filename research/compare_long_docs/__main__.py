@@ -49,6 +49,7 @@ the command is run again; the tries behind a dev choice are kept in `candidates.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import time
 from pathlib import Path
@@ -60,11 +61,62 @@ from run_scripts.helpers.reports import append_result, format_length_table
 from . import data as data_module
 from . import report as report_module
 from . import train as train_module
-from .data import DATASETS
+from .data import DATASETS, DEFAULT_TOKENIZER_DIR, REPO
 from .models import CHUNK, MODELS
 
 
-def main(argv: list[str] | None = None) -> str:
+def _write_summary(output_dir: Path, dataset: str, data: dict) -> dict:
+    summary = data_module.data_summary(data)
+    path = output_dir / dataset / "data.json"
+    if path.is_file():  # keep what an earlier process recorded about the sentence models' inputs
+        earlier = json.loads(path.read_text())
+        summary = {k: ({**earlier.get(k, {}), **v} if isinstance(v, dict) else v) for k, v in summary.items()}
+    path.write_text(json.dumps(summary, indent=1))
+    return summary
+
+
+def run_dataset(dataset: str, args, output_dir: Path) -> None:
+    folder = output_dir / dataset
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = open(folder / "lock", "w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        print(f"{dataset}: another process is running it (it holds {folder / 'lock'}); skipped", flush=True)
+        lock.close()
+        return
+    try:
+        done = {(r["model"], r["seed"]) for r in report_module.read_runs(output_dir, dataset)}
+        todo = [(seed, name) for seed in args.seeds for name in args.models if (name, seed) not in done]
+        for seed, name in [(s, n) for s in args.seeds for n in args.models if (n, s) in done]:
+            (folder / "runs" / f"{name}-seed{seed}" / "checkpoint.pt").unlink(missing_ok=True)  # left by a kill
+        if not todo:
+            print(f"{dataset}: every asked run is done", flush=True)
+            return
+        begin = time.perf_counter()
+        data = data_module.prepare(dataset, args)
+        summary = _write_summary(output_dir, dataset, data)
+        print(f"{dataset}: prepared in {time.perf_counter() - begin:.0f} s (tokenizer {data['tokenizer']})\n"
+              f"{format_length_table({s: summary[s] for s in ('train', 'dev', 'test')})}", flush=True)
+        for seed, name in todo:
+            data_module.ensure_inputs(name, data, args)
+            if name in train_module.SENTENCE_MODELS:
+                _write_summary(output_dir, dataset, data)
+            run_dir = folder / "runs" / f"{name}-seed{seed}"
+            result = train_module.train_run(name, seed, args, data, run_dir)
+            append_result(folder / "runs.jsonl", result)
+            (run_dir / "checkpoint.pt").unlink(missing_ok=True)
+            print(f"  {dataset} {name} seed {seed}: test acc {result['test']['accuracy']:.3f} macro-F1 "
+                  f"{result['test']['macro_f1']:.3f}; stopped ({result['stopped']}) after {result['epochs']:g} "
+                  f"epochs, best at {result['best_epoch']:g}; {result['tokens_seen'] / 1e6:.1f} M tokens, "
+                  f"{result['wall_seconds']:.0f} s", flush=True)
+    finally:
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        lock.close()
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line, checked."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--datasets", nargs="+", choices=DATASETS, default=list(DATASETS))
@@ -72,11 +124,18 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
     parser.add_argument("--data_dir", default=None,
                         help=f"folder holding {data_module.DATA_SOURCES}")
-    parser.add_argument("--output_dir", default="outputs/compare")
-    parser.add_argument("--train_size", type=int, default=2000, help="20 Newsgroups / IMDB training documents")
-    parser.add_argument("--dev_size", type=int, default=300, help="20 Newsgroups / IMDB dev documents (from train)")
-    parser.add_argument("--test_size", type=int, default=1500, help="20 Newsgroups / IMDB test documents")
-    parser.add_argument("--vocab_size", type=int, default=8000)
+    parser.add_argument("--output_dir", default="outputs/compare_converge")
+    parser.add_argument("--train_size", type=int, default=None,
+                        help="train on a stratified sample of this many documents (smoke runs; default all)")
+    parser.add_argument("--dev_size", type=int, default=None, help="dev documents carved from train (default 10%%)")
+    parser.add_argument("--test_size", type=int, default=None,
+                        help="test on a stratified sample of this many documents (smoke runs; default the whole "
+                             "official test split)")
+    parser.add_argument("--tokenizer_dir", default=str(DEFAULT_TOKENIZER_DIR),
+                        help="folder with <dataset>/tokenizer/ to use as each dataset's common tokenizer (default: "
+                             "the committed docs/compare/ tokenizers, which research/tfidf_baseline also splits "
+                             "test at 512 tokens with); '' or a folder without it: train one on the train split")
+    parser.add_argument("--vocab_size", type=int, default=8000, help="of a tokenizer trained here")
     parser.add_argument("--max_length", type=int, default=2048, help="token cap of every token model")
     parser.add_argument("--max_sentences", type=int, default=64, help="sentence cap of the sentence models")
     parser.add_argument("--hidden_size", type=int, default=128)
@@ -84,22 +143,31 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument("--num_heads", type=int, default=4)
     parser.add_argument("--window_size", type=int, default=128, help="RAN window in tokens")
     parser.add_argument("--sentence_window", type=int, default=16, help="RAN window in sentences (ran_sent)")
-    parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--batch_size", type=int, default=8)
     parser.add_argument("--eval_batch_size", type=int, default=16)
-    parser.add_argument("--eval_steps", type=int, default=50)
-    parser.add_argument("--learning_rate", type=float, default=1e-3, help="learning rate of every token model")
-    parser.add_argument("--sentence_learning_rates", nargs="+", type=float, default=[1e-3, 3e-3, 1e-2],
-                        help="rates tried for each sentence model; the best on dev is kept")
-    parser.add_argument("--ran_poolings", nargs="+", choices=("max", "mean"), default=["max", "mean"],
-                        help="token poolings of RAN's cell transform tried for both RAN variants; the best on dev "
-                             "is kept")
+    parser.add_argument("--learning_rate", type=float, default=1e-3,
+                        help="peak learning rate of every token model (the from-scratch recipe's)")
+    parser.add_argument("--embedding_learning_rate", type=float, default=None,
+                        help="ran_minilm: a separate rate for the pretrained MiniLM embedding table (default: "
+                             "--learning_rate, like every other parameter)")
+    parser.add_argument("--sentence_learning_rate", type=float, default=1e-3, help="of aose and ran_sent")
+    parser.add_argument("--eval_docs", type=int, default=5000,
+                        help="evaluate on dev every this many training documents (at most one epoch)")
+    parser.add_argument("--patience", type=int, default=5,
+                        help="stop after this many dev evaluations without a better macro-F1")
+    parser.add_argument("--max_epochs", type=int, default=20, help="epoch cap of the token models")
+    parser.add_argument("--sentence_max_epochs", type=int, default=50,
+                        help="epoch cap of aose and ran_sent (the AoSE paper's 50)")
+    parser.add_argument("--checkpoint_seconds", type=float, default=300,
+                        help="save the run's state at least this often (and after every evaluation)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest for these sizes)")
+    parser.add_argument("--tfidf_results", default=str(REPO / "docs" / "tfidf_baseline" / "results.json"),
+                        help="research/tfidf_baseline's results.json, read into the table (not recomputed)")
     parser.add_argument("--report_only", action="store_true", help="only rebuild table.md from the runs")
     args = parser.parse_args(argv)
     args.sentence_dim = 384
-    output_dir = Path(args.output_dir)
-    for flag in ("steps", "batch_size", "eval_steps", "hidden_size", "max_length", "window_size"):
+    for flag in ("batch_size", "eval_docs", "patience", "max_epochs", "sentence_max_epochs", "hidden_size",
+                 "max_length", "window_size"):
         if getattr(args, flag) < 1:
             raise ValueError(f"--{flag} must be positive, got {getattr(args, flag)}.")
     if args.hidden_size % args.num_heads or (args.hidden_size // args.num_heads) % 2:
@@ -109,32 +177,18 @@ def main(argv: list[str] | None = None) -> str:
         raise ValueError(f"--max_length must be at least {CHUNK} (the BERT baselines read 512-token chunks).")
     if not args.report_only and args.data_dir is None:
         raise ValueError(f"--data_dir is required: a folder holding {data_module.DATA_SOURCES}.")
+    return args
+
+
+def main(argv: list[str] | None = None) -> str:
+    args = parse_args(argv)
+    output_dir = Path(args.output_dir)
     if not args.report_only:
         torch.set_num_threads(args.threads)
         for dataset in args.datasets:
-            begin = time.perf_counter()
-            data, vocab_size, cls_id, sep_id = data_module.prepare(dataset, args)
-            summary = data_module.data_summary(data)
-            summary_path = output_dir / dataset / "data.json"
-            if summary_path.is_file():  # keep what an earlier run with the sentence models recorded
-                earlier = json.loads(summary_path.read_text())
-                summary = {split: {**earlier.get(split, {}), **stats} for split, stats in summary.items()}
-            summary_path.write_text(json.dumps(summary, indent=1))
-            print(f"{dataset}: prepared in {time.perf_counter() - begin:.0f} s\n"
-                  f"{format_length_table({s: {k: v for k, v in summary[s].items()} for s in summary})}",
-                  flush=True)
-            done = {(r["model"], r["seed"]) for r in report_module.read_runs(output_dir, dataset)}
-            for seed in args.seeds:
-                for name in args.models:
-                    if (name, seed) in done:
-                        continue
-                    result = train_module.train_with_selection(name, seed, args, data, vocab_size, cls_id, sep_id,
-                                                  output_dir / dataset / "candidates.jsonl")
-                    print(f"  {dataset} {name} seed {seed}: test acc {result['test']['accuracy']:.3f} macro-F1 "
-                          f"{result['test']['macro_f1']:.3f} (long docs acc {result['test_long'].get('accuracy', 0):.3f}"
-                          f"), {result['train_seconds']:.0f} s", flush=True)
-                    append_result(output_dir / dataset / "runs.jsonl", result)
-    table = report_module.report(output_dir)
+            run_dataset(dataset, args, output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    table = report_module.report(output_dir, Path(args.tfidf_results) if args.tfidf_results else None)
     print(table)
     return table
 
