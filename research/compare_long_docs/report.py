@@ -1,9 +1,11 @@
 # Copyright 2026 The ran_hf authors. Licensed under the Apache License, Version 2.0.
-"""The comparison's table: mean and standard deviation over seeds of every model's test and dev scores."""
+"""The comparison's table: the TF-IDF row read from research/tfidf_baseline's results, then mean and standard
+deviation over seeds of every model's test and dev scores, epochs, tokens seen and wall time."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -11,68 +13,126 @@ import numpy as np
 from run_scripts.helpers.reports import read_result_log
 
 from .data import DATASETS
-from .models import MODEL_NAMES, MODELS
+from .models import MODEL_NAMES, MODELS, SENTENCE_MODELS
+from .train import PROTOCOL
+
+METRICS = (("test", "accuracy"), ("test", "macro_f1"), ("test_short", "accuracy"), ("test_short", "macro_f1"),
+           ("test_long", "accuracy"), ("test_long", "macro_f1"))
+SEPARATORS = {"ran_minilm": "pretrained MiniLM token embeddings (trained on)",
+              "aose": "frozen pretrained MiniLM sentence encoder"}
+HEADER = ("| model | params | seeds | test acc | test macro-F1 | acc <= 512 | macro-F1 <= 512 | acc > 512 | "
+          "macro-F1 > 512 | dev macro-F1 | epochs: best / stopped | tokens seen | wall h / run |\n"
+          "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 
 
-def _mean_std(values: list[float]) -> str:
+def _mean_std(values: list[float], scale: float = 100.0, digits: int = 1) -> str:
     if not values:
         return "-"
-    values = 100 * np.asarray(values)
-    return f"{values.mean():.1f} ± {values.std(ddof=1):.1f}" if len(values) > 1 else f"{values[0]:.1f}"
-
-
-def _choices(runs: list[dict]) -> str:
-    """What dev selection picked across seeds, e.g. `mean x2, max x1`; `-` for models with one setting."""
-    for label, prefix in (("pooler_pooling", ""), ("learning_rate", "lr ")):
-        if any(f"dev_macro_f1_by_{label}" in r for r in runs):
-            picked = [f"{prefix}{r[label]:g}" if isinstance(r[label], float) else r[label] for r in runs]
-            return ", ".join(f"{value} x{picked.count(value)}" for value in dict.fromkeys(picked))
-    return "-"
+    values = scale * np.asarray(values, dtype=float)
+    if len(values) == 1:
+        return f"{values[0]:.{digits}f}"
+    return f"{values.mean():.{digits}f} ± {values.std(ddof=1):.{digits}f}"
 
 
 def read_runs(output_dir: Path, dataset: str) -> list[dict]:
-    """The finished runs of `dataset`, the first of each (model, seed) when two processes wrote the same one."""
+    """The finished runs of `dataset` under this protocol, the first of each (model, seed)."""
     runs: dict[tuple, dict] = {}
     for run in read_result_log(output_dir / dataset / "runs.jsonl"):
-        runs.setdefault((run["model"], run["seed"]), run)
+        if run.get("protocol") == PROTOCOL:
+            runs.setdefault((run["model"], run["seed"]), run)
     return list(runs.values())
 
 
-def report(output_dir: Path) -> str:
-    """Markdown tables (mean ± std over seeds, in %) for every dataset that has runs."""
+def read_tfidf(path: Path | None) -> dict:
+    """`{dataset: record}` from research/tfidf_baseline's results.json; {} without one."""
+    if path is None or not Path(path).is_file():
+        return {}
+    return {r["dataset"]: r for r in json.loads(Path(path).read_text())}
+
+
+def _count(value: float) -> str:
+    return f"{value / 1e6:.1f} M" if value >= 1e5 else f"{value / 1e3:.1f} k"
+
+
+def _tfidf_row(record: dict) -> str:
+    cells = [f"{100 * record[split].get(metric, float('nan')):.1f}" if record[split]["n"] else "-"
+             for split, metric in METRICS]
+    return (f"| TF-IDF + logistic regression | {record['num_features'] / 1e3:.0f}k features | - | "
+            f"{' | '.join(cells)} | {100 * record['dev']['macro_f1']:.1f} | - | - | "
+            f"{record['seconds'] / 3600:.2f} |")
+
+
+def _model_row(name: str, mine: list[dict]) -> str:
+    cells = [_mean_std([r[split][metric] for r in mine if r[split]["n"]]) for split, metric in METRICS]
+    stops = [r["stopped"] for r in mine]
+    capped = f" (cap x{stops.count('max_epochs')})" if "max_epochs" in stops else ""
+    unit = " sent." if name in SENTENCE_MODELS else ""
+    return (f"| {MODEL_NAMES[name]} | {mine[0]['params'] / 1e6:.2f} M | {len(mine)} | {' | '.join(cells)} "
+            f"| {_mean_std([r['dev_macro_f1'] for r in mine])} "
+            f"| {np.mean([r['best_epoch'] for r in mine]):.1f} / {np.mean([r['epochs'] for r in mine]):.1f}{capped} "
+            f"| {_count(np.mean([r['tokens_seen'] for r in mine]))}{unit} "
+            f"| {np.mean([r['wall_seconds'] for r in mine]) / 3600:.2f} |")
+
+
+def dataset_table(dataset: str, runs: list[dict], summary: dict, tfidf: dict | None) -> str:
+    parts = []
+    if runs:
+        first = runs[0]
+        s = first["setting"]
+        caps = sorted({(r["model"] in SENTENCE_MODELS, r["setting"]["max_epochs"]) for r in runs})
+        cap = ", ".join(f"{c} ({'sentence models' if sentence else 'token models'})" for sentence, c in caps)
+        parts.append(
+            f"**{dataset}**: test {first['test']['n']} documents ({first['test_short']['n']} of <= 512 tokens, "
+            f"{first['test_long']['n']} longer; median {summary.get('test', {}).get('median', float('nan')):g} "
+            f"tokens), train {s['train_documents']}, dev {s['dev_documents']} (carved from train). Dev macro-F1 every "
+            f"{s['eval_docs']} training documents, stop after {s['patience']} evaluations without a better one, "
+            f"epoch cap {cap}; the best dev state is tested once.\n")
+    elif tfidf:
+        parts.append(f"**{dataset}** (no neural run finished yet)\n")
+    else:
+        return ""
+    parts.append(HEADER)
+    if tfidf:
+        parts.append(_tfidf_row(tfidf))
+    for name in MODELS:
+        mine = sorted((r for r in runs if r["model"] == name), key=lambda r: r["seed"])
+        if not mine:
+            continue
+        if name in SEPARATORS:
+            parts.append(f"| *{SEPARATORS[name]}* |" + " |" * 12)
+        parts.append(_model_row(name, mine))
+    notes = []
+    if tfidf:
+        ours = (runs[0]["test"]["n"], runs[0]["test_short"]["n"], runs[0]["test_long"]["n"]) if runs else None
+        theirs = (tfidf["test"]["n"], tfidf["test_short"]["n"], tfidf["test_long"]["n"])
+        notes.append(f"TF-IDF row: `docs/tfidf_baseline/results.json` (not recomputed; one deterministic fit, its "
+                     f"settings chosen on its own 10% dev split of train, {tfidf['dev']['n']} documents; wall time "
+                     f"includes that grid search)"
+                     + ("" if ours == theirs else
+                        f"; it was tested on {theirs[0]} documents ({theirs[1]} / {theirs[2]}), not the sample above")
+                     + ".")
+    if runs:
+        total = sum(r["wall_seconds"] for r in runs) / 3600
+        notes.append(f"Neural runs: accuracy and macro-F1 in %, mean ± std over seeds; tokens seen are the input "
+                     f"positions trained on (sentences for the sentence models); wall time = training + dev "
+                     f"evaluations + test, {total:.1f} h over the {len(runs)} runs here.")
+    parts.append("\n" + " ".join(notes) + "\n")
+    return "\n".join(parts)
+
+
+def report(output_dir: Path, tfidf_path: Path | None = None) -> str:
+    """Markdown tables for every dataset with runs or a TF-IDF result; written to `<output_dir>/table.md`."""
+    tfidf = read_tfidf(tfidf_path)
     parts = []
     for dataset in DATASETS:
         runs = read_runs(output_dir, dataset)
-        if not runs:
-            continue
         summary_path = output_dir / dataset / "data.json"
         summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
-        test = summary.get("test", {})
-        first = runs[0]
-        parts.append(
-            f"**{dataset}** (test: {first['test']['n']} documents, {first['test_short']['n']} of <= 512 tokens and "
-            f"{first['test_long']['n']} longer; median length {test.get('median', '?'):g} tokens; "
-            f"{first['steps']} steps per run)\n")
-        parts.append("| model | params | seeds | test acc | test macro-F1 | acc <= 512 | acc > 512 | macro-F1 > 512 | "
-                     "dev macro-F1 | chosen on dev | train s |")
-        parts.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |")
-        for name in MODELS:
-            mine = [r for r in runs if r["model"] == name]
-            if not mine:
-                continue
-            if name == "aose":
-                parts.append("| *frozen pretrained sentence encoder* | | | | | | | | | | |")
-            parts.append(
-                f"| {MODEL_NAMES[name]} | {mine[0]['params'] / 1e6:.2f} M | {len(mine)} "
-                f"| {_mean_std([r['test']['accuracy'] for r in mine])} "
-                f"| {_mean_std([r['test']['macro_f1'] for r in mine])} "
-                f"| {_mean_std([r['test_short']['accuracy'] for r in mine if r['test_short']['n']])} "
-                f"| {_mean_std([r['test_long']['accuracy'] for r in mine if r['test_long']['n']])} "
-                f"| {_mean_std([r['test_long']['macro_f1'] for r in mine if r['test_long']['n']])} "
-                f"| {_mean_std([r['dev_macro_f1'] for r in mine])} "
-                f"| {_choices(mine)} "
-                f"| {np.mean([r['train_seconds'] for r in mine]):.0f} |")
-        parts.append("")
+        part = dataset_table(dataset, runs, summary, tfidf.get(dataset))
+        if part:
+            parts.append(part)
     table = "\n".join(parts)
-    (output_dir / "table.md").write_text(table + "\n")
+    tmp = output_dir / f"table.md.{os.getpid()}.tmp"
+    tmp.write_text(table + "\n")
+    os.replace(tmp, output_dir / "table.md")
     return table

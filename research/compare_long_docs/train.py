@@ -1,9 +1,23 @@
 # Copyright 2026 The ran_hf authors. Licensed under the Apache License, Version 2.0.
-"""Training under one budget with dev-based selection, and the test evaluation."""
+"""Training to convergence: early stopping on dev macro-F1, resumable mid-training, and the test evaluation.
+
+One rule for every model (`train_run`): AdamW (weight decay 0.01, gradient clipping 1.0), batches of
+`--batch_size` length-grouped documents in a seed-fixed order (the same order for every model: grouped by the
+common tokenizer's lengths), dev macro-F1 every `--eval_docs` training documents (at most one epoch apart) and at
+the end of the last epoch, stop after `--patience` evaluations without a strictly better dev macro-F1 or at the
+max-epochs cap, then the best dev state is evaluated once on test. The learning rate warms up linearly over 10% of
+the cap's steps (at most one epoch) and decays linearly to zero at the cap.
+
+A run's state (model, optimizer, scheduler, torch and numpy RNG, the epoch's remaining batches, counters, the
+early-stopping state and the best dev weights) is written to `<run_dir>/checkpoint.pt` every
+`--checkpoint_seconds` and after every evaluation, atomically (temp file, fsync, rename); the next call resumes
+from it and reaches the same result as an uninterrupted run.
+"""
 
 from __future__ import annotations
 
-import json
+import math
+import os
 import time
 from pathlib import Path
 
@@ -12,10 +26,13 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from run_scripts.helpers.reports import append_result, classification_scores, read_result_log
+from run_scripts.helpers.reports import classification_scores
 
 from .data import LONG
-from .models import SENTENCE_MODELS, build_model, logits_of, make_batch, parameter_count
+from .models import INPUT_KEY, MINILM_MODELS, SENTENCE_MODELS, batch_tokens, build_model, logits_of, make_batch, \
+    parameter_count
+
+PROTOCOL = "early-stopping-v1"  # runs.jsonl records of this comparison (the fixed-budget ones have no such field)
 
 
 def length_grouped_batches(lengths: np.ndarray, batch_size: int, rng) -> list[np.ndarray]:
@@ -31,6 +48,40 @@ def length_grouped_batches(lengths: np.ndarray, batch_size: int, rng) -> list[np
     return [batches[i] for i in rng.permutation(len(batches))]
 
 
+class EarlyStopping:
+    """Patience on a score to maximise: `update` records one evaluation and says whether it is a new best (strictly
+    better); `should_stop` once `patience` evaluations in a row were not."""
+
+    def __init__(self, patience: int):
+        if patience < 1:
+            raise ValueError(f"--patience must be at least 1, got {patience}.")
+        self.patience = patience
+        self.best = -math.inf
+        self.best_evaluation = 0  # 1-based index of the best evaluation
+        self.evaluations = 0
+        self.bad = 0
+
+    def update(self, score: float) -> bool:
+        self.evaluations += 1
+        if score > self.best:
+            self.best, self.best_evaluation, self.bad = score, self.evaluations, 0
+            return True
+        self.bad += 1
+        return False
+
+    @property
+    def should_stop(self) -> bool:
+        return self.bad >= self.patience
+
+    def state_dict(self) -> dict:
+        return {"best": self.best, "best_evaluation": self.best_evaluation, "evaluations": self.evaluations,
+                "bad": self.bad}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.best, self.best_evaluation = state["best"], state["best_evaluation"]
+        self.evaluations, self.bad = state["evaluations"], state["bad"]
+
+
 def scores(labels: np.ndarray, predictions: np.ndarray) -> dict:
     """`classification_scores` with the number of documents (an empty split has only the count)."""
     if len(labels) == 0:
@@ -38,122 +89,218 @@ def scores(labels: np.ndarray, predictions: np.ndarray) -> dict:
     return {"n": int(len(labels)), **classification_scores(labels, predictions)}
 
 
+def _special_ids(name: str, data: dict) -> tuple[int, int]:
+    if name in MINILM_MODELS:
+        return data["minilm_cls_id"], data["minilm_sep_id"]
+    return data["cls_id"], data["sep_id"]
+
+
 @torch.no_grad()
-def predict(model: nn.Module, name: str, docs: list, sizes: np.ndarray, cls_id: int, sep_id: int,
-            batch_size: int) -> np.ndarray:
+def predict(model: nn.Module, name: str, docs: list, cls_id: int, sep_id: int, batch_size: int,
+            counter: dict | None = None) -> np.ndarray:
+    """Predicted labels (batches of similar length); `counter["tokens"]` is increased by the input positions read."""
     model.eval()
-    order = np.argsort(-sizes, kind="stable")
+    order = np.argsort(-np.array([len(d) for d in docs]), kind="stable")
     predictions = np.zeros(len(docs), dtype=np.int64)
     for start in range(0, len(order), batch_size):
         idx = order[start: start + batch_size]
-        logits = logits_of(model, name, make_batch(name, [docs[i] for i in idx], cls_id, sep_id))
-        predictions[idx] = logits.argmax(-1).numpy()
+        batch = make_batch(name, [docs[i] for i in idx], cls_id, sep_id)
+        predictions[idx] = logits_of(model, name, batch).argmax(-1).numpy()
+        if counter is not None:
+            counter["tokens"] = counter.get("tokens", 0) + batch_tokens(batch)
     return predictions
 
 
-def train_one(name: str, seed: int, args, data: dict, vocab_size: int, cls_id: int, sep_id: int,
-              learning_rate: float, pooling: str | None = None) -> dict:
-    """Train `name` for `args.steps` steps with dev-based checkpoint selection; test metrics overall and split at
-    512 tokens."""
+class Stopwatch:
+    """Wall and process-CPU seconds since the last `lap` (CPU time is what the cost estimate adds up: it is less
+    inflated than wall time when other jobs share the cores)."""
+
+    def __init__(self):
+        self.lap()
+
+    def lap(self) -> tuple[float, float]:
+        wall, cpu = time.perf_counter(), time.process_time()
+        elapsed = (wall - self._wall, cpu - self._cpu) if hasattr(self, "_wall") else (0.0, 0.0)
+        self._wall, self._cpu = wall, cpu
+        return elapsed
+
+
+def train_step(model: nn.Module, name: str, batch: dict, labels: torch.Tensor, optimizer, schedule) -> float:
+    model.train()
+    loss = F.cross_entropy(logits_of(model, name, batch), labels)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    schedule.step()
+    optimizer.zero_grad(set_to_none=True)
+    return loss.item()
+
+
+def run_setting(name: str, seed: int, args, data: dict) -> dict:
+    """Everything that decides a run's course; a checkpoint is resumed only under the same setting."""
+    sentence = name in SENTENCE_MODELS
+    return {
+        "model": name, "seed": seed, "train_documents": len(data["train"]["label"]),
+        "dev_documents": len(data["dev"]["label"]), "batch_size": args.batch_size,
+        "learning_rate": args.sentence_learning_rate if sentence else args.learning_rate,
+        "embedding_learning_rate": args.embedding_learning_rate if name in MINILM_MODELS else None,
+        "eval_docs": min(args.eval_docs, len(data["train"]["label"])), "patience": args.patience,
+        "max_epochs": args.sentence_max_epochs if sentence else args.max_epochs,
+        "hidden_size": args.hidden_size, "num_layers": args.num_layers, "num_heads": args.num_heads,
+        "window_size": args.window_size, "sentence_window": args.sentence_window, "max_length": args.max_length,
+        "max_sentences": args.max_sentences, "tokenizer_sha1": data["tokenizer_digest"],
+    }
+
+
+def _optimizer(model: nn.Module, name: str, setting: dict) -> torch.optim.Optimizer:
+    if name in MINILM_MODELS and setting["embedding_learning_rate"] is not None:
+        embedding = [model.embeddings.weight]
+        rest = [p for n, p in model.named_parameters() if n != "embeddings.weight"]
+        groups = [{"params": embedding, "lr": setting["embedding_learning_rate"]}, {"params": rest}]
+    else:
+        groups = [{"params": list(model.parameters())}]
+    return torch.optim.AdamW(groups, lr=setting["learning_rate"], weight_decay=0.01)
+
+
+def save_checkpoint(path: Path, state: dict) -> None:
+    """`torch.save` to a temp file, fsync, then rename over `path`: a kill leaves the old or the new file whole."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        torch.save(state, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _clone_state(model: nn.Module) -> dict:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def train_run(name: str, seed: int, args, data: dict, run_dir: Path) -> dict:
+    """Train `name` with early stopping (resuming from `run_dir/checkpoint.pt` when it is there) and evaluate the
+    best dev state on test; returns the run's record. The checkpoint is left in place: the caller removes it once
+    the record is safely in runs.jsonl."""
+    setting = run_setting(name, seed, args, data)
+    key = INPUT_KEY[name]
+    cls_id, sep_id = _special_ids(name, data)
+    train_docs, train_labels = data["train"][key], data["train"]["label"]
+    lengths = data["train"]["token_length"]
+    n_train = len(train_labels)
+
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    num_labels = len(data["labels"])
-    model = build_model(name, args, vocab_size, num_labels, pooling)
-    key = "sentences" if name in SENTENCE_MODELS else "ids"
-    train_docs, train_labels = data["train"][key], data["train"]["label"]
-    train_sizes = np.array([len(d) for d in train_docs])
-    optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate, weight_decay=0.01)
-    warmup = max(1, int(0.1 * args.steps))
+    model = build_model(name, args, data["vocab_size"], len(data["labels"]))
+    optimizer = _optimizer(model, name, setting)
+    steps_per_epoch = math.ceil(n_train / args.batch_size)
+    total = setting["max_epochs"] * steps_per_epoch
+    warmup = max(1, min(round(0.1 * total), steps_per_epoch))
     schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: min((s + 1) / warmup, max(0.0, (args.steps - s) / max(1, args.steps - warmup))))
-    batches: list[np.ndarray] = []
-    best = {"dev_macro_f1": -1.0}
+        optimizer, lambda s: min((s + 1) / warmup, max(0.0, (total - s) / max(1, total - warmup))))
+    stopper = EarlyStopping(setting["patience"])
+    state = {"step": 0, "epoch": 0, "batches": [], "documents": 0, "tokens": 0, "next_eval": setting["eval_docs"],
+             "loss_sum": 0.0, "loss_count": 0, "history": [], "train_seconds": 0.0, "eval_seconds": 0.0,
+             "train_cpu_seconds": 0.0, "eval_cpu_seconds": 0.0, "dev_tokens": 0, "stopped": None, "resumes": 0}
     best_state = None
-    start_time = time.perf_counter()
-    train_seconds = 0.0
-    losses = []
-    for step in range(1, args.steps + 1):
-        if not batches:
-            batches = length_grouped_batches(train_sizes, args.batch_size, rng)
-        idx = batches.pop()
-        model.train()
-        logits = logits_of(model, name, make_batch(name, [train_docs[i] for i in idx], cls_id, sep_id))
-        loss = F.cross_entropy(logits, torch.from_numpy(train_labels[idx]))
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-        optimizer.zero_grad(set_to_none=True)
-        losses.append(loss.item())
-        if step % args.eval_steps == 0 or step == args.steps:
-            train_seconds += time.perf_counter() - start_time
-            dev = data["dev"]
-            dev_pred = predict(model, name, dev[key], np.array([len(d) for d in dev[key]]), cls_id, sep_id,
-                               args.eval_batch_size)
-            dev_scores = scores(dev["label"], dev_pred)
-            print(f"    {name} seed {seed} step {step}: train loss {np.mean(losses[-args.eval_steps:]):.4f}, "
-                  f"dev acc {dev_scores['accuracy']:.3f} macro-F1 {dev_scores['macro_f1']:.3f}", flush=True)
-            if dev_scores["macro_f1"] > best["dev_macro_f1"]:
-                best = {"dev_macro_f1": dev_scores["macro_f1"], "dev_accuracy": dev_scores["accuracy"], "step": step}
-                best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-            start_time = time.perf_counter()
+    path = run_dir / "checkpoint.pt"
+    if path.is_file():
+        saved = torch.load(path, weights_only=True)
+        if saved["setting"] != setting:
+            changed = {k: (saved["setting"].get(k), v) for k, v in setting.items() if saved["setting"].get(k) != v}
+            raise ValueError(f"{path} was written under another setting (saved, now): {changed}. Run with the "
+                             f"settings it was started with, or delete {run_dir} to start that run again.")
+        model.load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+        schedule.load_state_dict(saved["schedule"])
+        stopper.load_state_dict(saved["stopper"])
+        torch.set_rng_state(saved["torch_rng"])
+        rng.bit_generator.state = saved["numpy_rng"]
+        best_state = saved["best_state"]
+        state = saved["state"]
+        state["batches"] = [np.asarray(b, dtype=np.int64) for b in state["batches"]]
+        state["resumes"] += 1
+        print(f"    {name} seed {seed}: resumed at {state['documents']} documents (epoch {state['epoch']}, "
+              f"{len(state['history'])} evaluations)", flush=True)
+    run_dir.mkdir(parents=True, exist_ok=True)
+
+    def checkpoint() -> None:
+        save_checkpoint(path, {
+            "setting": setting, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+            "schedule": schedule.state_dict(), "stopper": stopper.state_dict(), "torch_rng": torch.get_rng_state(),
+            "numpy_rng": rng.bit_generator.state, "best_state": best_state,
+            "state": {**state, "batches": [b.tolist() for b in state["batches"]]}})
+
+    def add(kind: str, elapsed: tuple[float, float]) -> None:
+        state[f"{kind}_seconds"] += elapsed[0]
+        state[f"{kind}_cpu_seconds"] += elapsed[1]
+
+    last_save = time.monotonic()
+    clock = Stopwatch()
+    while state["stopped"] is None:
+        if not state["batches"]:
+            state["batches"] = length_grouped_batches(lengths, args.batch_size, rng)
+            state["epoch"] += 1
+        idx = state["batches"].pop()
+        batch = make_batch(name, [train_docs[i] for i in idx], cls_id, sep_id)
+        loss = train_step(model, name, batch, torch.from_numpy(train_labels[idx]), optimizer, schedule)
+        state["step"] += 1
+        state["documents"] += len(idx)
+        state["tokens"] += batch_tokens(batch)
+        state["loss_sum"] += loss
+        state["loss_count"] += 1
+        last_of_cap = not state["batches"] and state["epoch"] == setting["max_epochs"]
+        if state["documents"] >= state["next_eval"] or last_of_cap:
+            add("train", clock.lap())
+            while state["next_eval"] <= state["documents"]:
+                state["next_eval"] += setting["eval_docs"]
+            counter = {}
+            dev_pred = predict(model, name, data["dev"][key], cls_id, sep_id, args.eval_batch_size, counter)
+            state["dev_tokens"] = counter.get("tokens", 0)
+            dev = scores(data["dev"]["label"], dev_pred)
+            improved = stopper.update(dev["macro_f1"])
+            if improved:
+                best_state = _clone_state(model)
+            state["history"].append({"documents": state["documents"], "epoch": round(state["documents"] / n_train, 3),
+                                     "train_loss": state["loss_sum"] / state["loss_count"],
+                                     "dev_macro_f1": dev["macro_f1"], "dev_accuracy": dev["accuracy"]})
+            state["loss_sum"], state["loss_count"] = 0.0, 0
+            if stopper.should_stop:
+                state["stopped"] = "patience"
+            elif last_of_cap:
+                state["stopped"] = "max_epochs"
+            add("eval", clock.lap())
+            last = state["history"][-1]
+            print(f"    {name} seed {seed} epoch {last['epoch']:.2f}: train loss {last['train_loss']:.4f}, dev acc "
+                  f"{dev['accuracy']:.3f} macro-F1 {dev['macro_f1']:.3f}{' *' if improved else ''}"
+                  f"{'; stop: ' + state['stopped'] if state['stopped'] else ''}", flush=True)
+            checkpoint()
+            last_save = time.monotonic()
+        elif time.monotonic() - last_save >= args.checkpoint_seconds:
+            add("train", clock.lap())
+            checkpoint()
+            clock.lap()
+            last_save = time.monotonic()
+
     model.load_state_dict(best_state)
     test = data["test"]
-    eval_start = time.perf_counter()
-    test_pred = predict(model, name, test[key], np.array([len(d) for d in test[key]]), cls_id, sep_id,
-                        args.eval_batch_size)
+    clock, counter = Stopwatch(), {}
+    test_pred = predict(model, name, test[key], cls_id, sep_id, args.eval_batch_size, counter)
+    test_seconds, test_cpu_seconds = clock.lap()
     long_docs = test["token_length"] > LONG
+    best = state["history"][stopper.best_evaluation - 1]
     return {
-        "model": name, "seed": seed, "params": parameter_count(model), "steps": args.steps,
-        "learning_rate": learning_rate, **({"pooler_pooling": pooling} if pooling else {}),
-        "train_seconds": round(train_seconds, 1), "test_seconds": round(time.perf_counter() - eval_start, 1),
-        "best_step": best["step"], "dev_macro_f1": best["dev_macro_f1"], "dev_accuracy": best["dev_accuracy"],
-        "final_train_loss": float(np.mean(losses[-args.eval_steps:])),
+        "protocol": PROTOCOL, "model": name, "seed": seed, "params": parameter_count(model),
+        "setting": setting, "tokenizer": data["tokenizer"], "stopped": state["stopped"], "evaluations": len(state["history"]),
+        "epochs": round(state["documents"] / n_train, 3), "best_epoch": best["epoch"],
+        "documents_seen": state["documents"], "best_documents": best["documents"], "tokens_seen": state["tokens"],
+        "train_seconds": round(state["train_seconds"], 3), "dev_eval_seconds": round(state["eval_seconds"], 3),
+        "test_seconds": round(test_seconds, 3),
+        "wall_seconds": round(state["train_seconds"] + state["eval_seconds"] + test_seconds, 3),
+        "train_cpu_seconds": round(state["train_cpu_seconds"], 3),
+        "dev_eval_cpu_seconds": round(state["eval_cpu_seconds"], 3), "test_cpu_seconds": round(test_cpu_seconds, 3),
+        "dev_tokens_per_eval": state["dev_tokens"], "test_tokens": counter.get("tokens", 0), "resumes": state["resumes"],
+        "dev_macro_f1": best["dev_macro_f1"], "dev_accuracy": best["dev_accuracy"],
+        "final_train_loss": state["history"][-1]["train_loss"], "history": state["history"],
         "test": scores(test["label"], test_pred),
         "test_short": scores(test["label"][~long_docs], test_pred[~long_docs]),
         "test_long": scores(test["label"][long_docs], test_pred[long_docs]),
     }
-
-
-def candidate_settings(name: str, args) -> list[dict]:
-    """The hyperparameter settings tried for `name`; the one with the best dev macro-F1 is kept.
-
-    Token baselines train once at --learning_rate. The sentence models' heads are small and their inputs unit-norm,
-    so one shared rate under-trains them: each --sentence_learning_rates value is tried. RAN tries each
-    --ran_poolings value for the cell transform's token pooling (eq. 10): with memory review, the authors' max
-    pooling stays at chance from scratch on IMDB and 20 Newsgroups in this budget while mean pooling trains (see
-    the README), and both RAN variants get the same choice."""
-    if name in SENTENCE_MODELS:
-        return [{"learning_rate": rate} for rate in args.sentence_learning_rates]
-    if name in ("ran", "ran_no_mr"):
-        return [{"learning_rate": args.learning_rate, "pooling": pooling} for pooling in args.ran_poolings]
-    return [{"learning_rate": args.learning_rate}]
-
-
-def _setting_key(name: str, seed: int, setting: dict) -> str:
-    return json.dumps({"model": name, "seed": seed, **setting}, sort_keys=True)
-
-
-def train_with_selection(name: str, seed: int, args, data: dict, vocab_size: int, cls_id: int, sep_id: int,
-                         candidates_path: Path | None = None) -> dict:
-    """Train every candidate setting of `name` (dev only decides; test is read once per run and never used to
-    choose) and return the run with the best dev macro-F1, its `train_seconds` the sum over candidates. With
-    `candidates_path`, each finished candidate is appended there and reused when the command runs again."""
-    settings = candidate_settings(name, args)
-    cached = {}
-    for entry in read_result_log(candidates_path) if candidates_path is not None else []:
-        cached.setdefault(entry["key"], entry["run"])
-    runs = []
-    for setting in settings:
-        key = _setting_key(name, seed, setting)
-        if key not in cached:
-            cached[key] = train_one(name, seed, args, data, vocab_size, cls_id, sep_id, **setting)
-            if candidates_path is not None and len(settings) > 1:
-                append_result(candidates_path, {"key": key, "run": cached[key]})
-        runs.append(cached[key])
-    best = dict(max(runs, key=lambda r: r["dev_macro_f1"]))
-    if len(runs) > 1:
-        label = "pooler_pooling" if "pooling" in settings[0] else "learning_rate"
-        best[f"dev_macro_f1_by_{label}"] = {str(r[label]): r["dev_macro_f1"] for r in runs}
-        best["train_seconds"] = round(sum(r["train_seconds"] for r in runs), 1)
-    return best
