@@ -52,7 +52,7 @@ def read_jsonl(path: Path) -> list[dict]:
 
 
 def load(name: str, data_dir: Path) -> tuple[list[str], np.ndarray, list[str], np.ndarray]:
-    """Full train and official test split: texts and labels (same text as run_scripts/compare_long_docs.py)."""
+    """Full train and official test split: texts and labels (same text as research/compare_long_docs/data.py)."""
     if name == "hyperpartisan":
         train = read_jsonl(data_dir / name / "train-byarticle.jsonl")
         test = read_jsonl(data_dir / name / "test-byarticle.jsonl")
