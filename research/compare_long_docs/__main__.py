@@ -40,7 +40,7 @@ every --checkpoint_seconds and after every evaluation (atomically), and running 
 finished runs (`<output_dir>/<dataset>/runs.jsonl`) are skipped. Run everything in the background, one process
 per dataset with one torch thread each, from the repository root (again after a kill, to resume):
 
-    bash research/compare_long_docs/run_all.sh /work/shared/data outputs/compare_converge
+    bash research/compare_long_docs/run_all.sh DATA outputs/compare_converge
 
 which is, per dataset, `nohup python -m research.compare_long_docs --data_dir DATA --datasets DATASET
 --output_dir outputs/compare_converge --threads 1 >> outputs/compare_converge/DATASET.log 2>&1 &`. The table
