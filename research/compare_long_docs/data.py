@@ -57,16 +57,9 @@ def _stratified_take(labels: np.ndarray, fraction: float | None, count: int | No
     return np.sort(np.concatenate(picked))
 
 
-def load_dataset_splits(name: str, data_dir: Path, train_size: int | None = None, dev_size: int | None = None,
-                        test_size: int | None = None) -> dict:
-    """`{"train"|"dev"|"test": {"text": [...], "label": np.ndarray}, "labels": [names]}`.
-
-    Dev is a class-stratified 10% of the official training split (or `dev_size` documents), train is the rest of it
-    (or a stratified sample of `train_size` of the rest, for smoke runs), test is the whole official test split (or
-    a stratified sample of `test_size`). The draws are fixed (seed 0), so every model and seed sees the same
-    documents; Hyperpartisan's dev is the same 65 articles as in the fixed-budget comparison (`docs/compare/`), whose
-    tokenizer was trained on the other 580."""
-    rng = np.random.default_rng(0)
+def read_official_splits(name: str, data_dir: Path) -> tuple[list[str], np.ndarray, list[str], np.ndarray, list[str]]:
+    """The official train and test splits of `name` in full: train texts and labels, test texts and labels, and the
+    label names. Each dataset's text rule: Hyperpartisan is title and text, IMDB's `<br />` become newlines."""
     if name == "hyperpartisan":
         train = _read_jsonl(data_dir / "hyperpartisan" / "train-byarticle.jsonl")
         test = _read_jsonl(data_dir / "hyperpartisan" / "test-byarticle.jsonl")
@@ -82,19 +75,32 @@ def load_dataset_splits(name: str, data_dir: Path, train_size: int | None = None
             label_names = ["negative", "positive"]
     else:
         raise ValueError(f"--datasets: unknown dataset {name!r}; choose from {DATASETS}.")
-    texts, labels = [text(r) for r in train], np.array([r["label"] for r in train])
+    return ([text(r) for r in train], np.array([r["label"] for r in train]),
+            [text(r) for r in test], np.array([r["label"] for r in test]), label_names)
+
+
+def load_dataset_splits(name: str, data_dir: Path, train_size: int | None = None, dev_size: int | None = None,
+                        test_size: int | None = None) -> dict:
+    """`{"train"|"dev"|"test": {"text": [...], "label": np.ndarray}, "labels": [names]}`.
+
+    Dev is a class-stratified 10% of the official training split (or `dev_size` documents), train is the rest of it
+    (or a stratified sample of `train_size` of the rest, for smoke runs), test is the whole official test split (or
+    a stratified sample of `test_size`). The draws are fixed (seed 0), so every model and seed sees the same
+    documents; Hyperpartisan's dev is the same 65 articles as in the fixed-budget comparison (`docs/compare/`), whose
+    tokenizer was trained on the other 580."""
+    rng = np.random.default_rng(0)
+    texts, labels, test_texts, test_labels, label_names = read_official_splits(name, data_dir)
     dev_idx = _stratified_take(labels, 0.1 if dev_size is None else None, dev_size, rng)
-    train_idx = np.setdiff1d(np.arange(len(train)), dev_idx)
+    train_idx = np.setdiff1d(np.arange(len(texts)), dev_idx)
     if train_size is not None and train_size < len(train_idx):
         train_idx = train_idx[_stratified_take(labels[train_idx], None, train_size, rng)]
-    test_labels = np.array([r["label"] for r in test])
-    test_idx = np.arange(len(test))
-    if test_size is not None and test_size < len(test):
+    test_idx = np.arange(len(test_texts))
+    if test_size is not None and test_size < len(test_texts):
         test_idx = _stratified_take(test_labels, None, test_size, rng)
     return {
         "train": {"text": [texts[i] for i in train_idx], "label": labels[train_idx]},
         "dev": {"text": [texts[i] for i in dev_idx], "label": labels[dev_idx]},
-        "test": {"text": [text(test[i]) for i in test_idx], "label": test_labels[test_idx]},
+        "test": {"text": [test_texts[i] for i in test_idx], "label": test_labels[test_idx]},
         "labels": label_names,
     }
 

@@ -23,7 +23,6 @@ which gives the same features as `TfidfVectorizer` with those settings.
 """
 
 import argparse
-import gzip
 import itertools
 import json
 import time
@@ -35,6 +34,8 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import accuracy_score, f1_score
 from sklearn.model_selection import train_test_split
 
+from research.compare_long_docs.data import read_official_splits
+
 REPO = Path(__file__).resolve().parents[2]
 DATASETS = ("hyperpartisan", "imdb", "20newsgroups")
 LONG = 512
@@ -42,27 +43,10 @@ GRID = {"C": (1.0, 10.0, 100.0), "min_df": (1, 2), "sublinear_tf": (False, True)
 # every dev try and every finished dataset is kept under <output_dir>/work/, so a stopped run resumes where it was
 
 
-def read_jsonl(path: Path) -> list[dict]:
-    if not path.is_file():
-        raise FileNotFoundError(f"--data_dir: {path} does not exist; pass the folder that holds hyperpartisan/, "
-                                "imdb/ and 20newsgroups/ (the project's evaluation data).")
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
 def load(name: str, data_dir: Path) -> tuple[list[str], np.ndarray, list[str], np.ndarray]:
-    """Full train and official test split: texts and labels (same text as research/compare_long_docs/data.py)."""
-    if name == "hyperpartisan":
-        train = read_jsonl(data_dir / name / "train-byarticle.jsonl")
-        test = read_jsonl(data_dir / name / "test-byarticle.jsonl")
-        text = lambda r: f"{r['title']}\n\n{r['text']}"  # noqa: E731
-    else:
-        train = read_jsonl(data_dir / name / "train.jsonl.gz")
-        test = read_jsonl(data_dir / name / "test.jsonl.gz")
-        text = (lambda r: r["text"].replace("<br />", "\n")) if name == "imdb" else (lambda r: r["text"])  # noqa: E731
-    return ([text(r) for r in train], np.array([r["label"] for r in train]),
-            [text(r) for r in test], np.array([r["label"] for r in test]))
+    """Full train and official test split: texts and labels, read as the comparison reads them."""
+    train_x, train_y, test_x, test_y, _ = read_official_splits(name, data_dir)
+    return train_x, train_y, test_x, test_y
 
 
 def token_lengths(name: str, texts: list[str]) -> np.ndarray:
