@@ -153,7 +153,7 @@ def main(argv=None):
                     running.remove(item)
                     print(f"finished {candidate} seed {seed}: exit {process.returncode} after "
                           f"{time.time() - start:.0f} s", flush=True)
-            report(args.output_dir, args.seeds)
+                    report(args.output_dir, args.seeds)
     print(report(args.output_dir, args.seeds))
 
 
