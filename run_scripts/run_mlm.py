@@ -31,6 +31,9 @@ cheaper step; see pretraining/README.md for measurements and the pretraining com
         --config_overrides sparse_prediction=true --eval_strategy steps --eval_steps 200 --save_strategy steps \
         --save_steps 200 --max_eval_samples 64
 
+`--model_type bert` pretrains Transformers' BERT of the same width, depth and heads instead (context 512, so
+`--block_size 512`; masked-only MLM head), the peer a pretrained RAN is compared with (pretraining/README.md).
+
 The code is shared with run_clm.py: `run_scripts/helpers/language_modeling.py`.
 """
 

@@ -64,11 +64,13 @@ def write_model_card(output_dir: str, *, title: str, description: str, auto_clas
                      tags: Sequence[str] = ()) -> str:
     """Write `output_dir/README.md`: what the model is, how to load it, the given sections (metrics, data, ...),
     the model config and the main training arguments."""
+    is_ran = model is None or model.config.model_type == "ran"
     lines = ["---", "library_name: transformers", "license: apache-2.0",
-             "tags:", *[f"- {t}" for t in ["ran", "recurrent-attention-network", "long-documents", *tags]],
+             "tags:", *[f"- {t}" for t in [*(["ran", "recurrent-attention-network"] if is_ran else []),
+                                            "long-documents", *tags]],
              "---", "", f"# {title}", "", description.strip(), ""]
-    lines += ["## Use", "", "```python", "import ran_hf  # registers RAN with the Auto classes "
-              "(or pass trust_remote_code=True)",
+    lines += ["## Use", "", "```python", *(["import ran_hf  # registers RAN with the Auto classes "
+                                            "(or pass trust_remote_code=True)"] if is_ran else []),
               f"from transformers import AutoTokenizer, {auto_class}", "",
               f"tokenizer = AutoTokenizer.from_pretrained(\"{os.path.abspath(output_dir)}\")",
               f"model = {auto_class}.from_pretrained(\"{os.path.abspath(output_dir)}\")", "```", ""]
@@ -77,10 +79,13 @@ def write_model_card(output_dir: str, *, title: str, description: str, auto_clas
     if model is not None:
         c = model.config
         n_params = sum(p.numel() for p in model.parameters())
+        context = (f"{c.num_attention_heads} heads x {c.attention_head_size}, window {c.window_size} (min "
+                   f"{c.min_window_size})" if c.model_type == "ran" else
+                   f"{c.num_attention_heads} heads, feed-forward {c.intermediate_size}, "
+                   f"{c.max_position_embeddings} positions")
         lines += ["## Model", "",
                   f"`{type(model).__name__}`, {n_params / 1e6:.2f}M parameters: hidden {c.hidden_size}, "
-                  f"{c.num_hidden_layers} layers, {c.num_attention_heads} heads x {c.attention_head_size}, window "
-                  f"{c.window_size} (min {c.min_window_size}), vocab {c.vocab_size}, dropout "
+                  f"{c.num_hidden_layers} layers, {context}, vocab {c.vocab_size}, dropout "
                   f"{c.hidden_dropout_prob}/{c.attention_probs_dropout_prob}. Full config: `config.json`.", ""]
     if training_args is not None:
         keys = ["learning_rate", "num_train_epochs", "max_steps", "per_device_train_batch_size",

@@ -425,3 +425,12 @@ def test_conll_errors(data_dir, tmp_path):
     with pytest.raises(ValueError, match=r"emptydoc\.txt': empty document .* line\(s\) 5\."):
         run_ner.read_conll(empty_doc, "train_file")
     assert len(run_ner.read_conll(empty_doc, "train_file", skip_empty=True)) == 2
+
+
+def test_model_type_bert_is_for_pretraining_only(data_dir, tmp_path):
+    with pytest.raises(ValueError, match="--model_type bert is only for pretraining with run_mlm.py"):
+        run_classification.main(["--train_file", str(data_dir / "train.jsonl.gz"), "--output_dir",
+                                 str(tmp_path / "o"), "--model_type", "bert", *TINY])
+    with pytest.raises(ValueError, match="--model_type bert is a masked LM"):
+        run_clm.main(["--train_file", str(tmp_path / "x.txt"), "--output_dir", str(tmp_path / "c"),
+                      "--model_type", "bert", *TINY])
