@@ -31,6 +31,11 @@ CANDIDATES = {
     "regularized": ["--weight_decay", "0.1", "--hidden_dropout_prob", "0.2"],
     "lr-5e-4-10-epochs": ["--learning_rate", "5e-4", "--num_train_epochs", "10"],
     "regularized-more": ["--weight_decay", "0.1", "--hidden_dropout_prob", "0.3"],
+    # the size of the pretrained RAN (pretraining/README.md), from scratch: 3 epochs of 1,024 tokens at lr 2e-4
+    # fit the main job's 15 minutes
+    "d256-4-layers": ["--hidden_size", "256", "--num_hidden_layers", "4", "--num_attention_heads", "4",
+                      "--attention_head_size", "64", "--window_size", "256", "--learning_rate", "2e-4",
+                      "--num_train_epochs", "3", "--max_length", "1024"],
 }
 
 
