@@ -80,7 +80,7 @@ def write_model_card(output_dir: str, *, title: str, description: str, auto_clas
         c = model.config
         n_params = sum(p.numel() for p in model.parameters())
         context = (f"{c.num_attention_heads} heads x {c.attention_head_size}, window {c.window_size} (min "
-                   f"{c.min_window_size})" if c.model_type == "ran" else
+                   f"{c.min_window_size})" if is_ran else
                    f"{c.num_attention_heads} heads, feed-forward {c.intermediate_size}, "
                    f"{c.max_position_embeddings} positions")
         lines += ["## Model", "",
