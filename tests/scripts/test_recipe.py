@@ -10,10 +10,12 @@ from run_scripts import run_classification
 from run_scripts.helpers.recipes import RECIPES, get_recipe
 
 
-TINY = ["--hidden_size", "16", "--num_hidden_layers", "1", "--num_attention_heads", "2", "--attention_head_size", "8",
-        "--window_size", "16", "--min_window_size", "4", "--tokenizer_vocab_size", "300", "--torch_threads", "1",
-        "--use_cpu", "--disable_tqdm", "True", "--max_train_samples", "24", "--max_eval_samples", "8",
-        "--max_predict_samples", "8", "--max_length", "256", "--max_steps", "1", "--per_device_train_batch_size", "4"]
+SIZE = ["--hidden_size", "16", "--num_hidden_layers", "1", "--num_attention_heads", "2", "--attention_head_size", "8",
+        "--window_size", "16", "--min_window_size", "4"]
+RUN = ["--tokenizer_vocab_size", "300", "--torch_threads", "1", "--use_cpu", "--disable_tqdm", "True",
+       "--max_train_samples", "24", "--max_eval_samples", "8", "--max_predict_samples", "8", "--max_length", "256",
+       "--max_steps", "1", "--per_device_train_batch_size", "4"]
+TINY = SIZE + RUN
 
 
 pytestmark = pytest.mark.usefixtures("restore_script_globals")
@@ -30,11 +32,11 @@ def run(tmp_path, name, *flags):
 def test_recipe_is_the_from_scratch_default_and_authors_turns_it_off(tmp_path):
     out, config, args = run(tmp_path, "recipe")
     assert config["memory_review_residual"] is True and config["pooler_pooling"] == "mean"
-    assert args.learning_rate == 1e-3 and args.lr_scheduler_type == "linear"
+    assert args.learning_rate == 2e-4 and args.lr_scheduler_type == "linear" and args.num_train_epochs == 3
 
     _, config, args = run(tmp_path, "authors", "--recipe", "authors")
     assert config["memory_review_residual"] is False and config["pooler_pooling"] == "max"
-    assert args.learning_rate == 3e-4
+    assert args.learning_rate == 3e-4 and args.num_train_epochs == 6
 
     # explicit flags win over the recipe
     _, config, args = run(tmp_path, "explicit", "--config_overrides", "memory_review_residual=false",
@@ -45,6 +47,26 @@ def test_recipe_is_the_from_scratch_default_and_authors_turns_it_off(tmp_path):
     _, config, args = run(tmp_path, "from_checkpoint", "--model_name_or_path", str(out))
     assert config["memory_review_residual"] is True  # the checkpoint's own value
     assert args.learning_rate == 3e-4
+
+
+def test_recipe_sets_the_model_size_and_the_default_job_its_length(tmp_path, monkeypatch):
+    """Without size flags the recipe builds its D 256 x 4-layer model; `--recipe authors` the script's D 128 x 2."""
+    built = []
+    real = run_classification.build_model
+
+    def record(*args, **kwargs):
+        built.append(real(*args, **kwargs).config)
+        raise SystemExit(0)  # the size is all this test needs: stop before training
+
+    monkeypatch.setattr(run_classification, "build_model", record)
+    for flags in ([], ["--recipe", "authors"]):
+        with pytest.raises(SystemExit):
+            run_classification.main(["--output_dir", str(tmp_path / "size"), *RUN, *flags])
+    recipe, authors = built
+    assert (recipe.hidden_size, recipe.num_hidden_layers, recipe.num_attention_heads, recipe.attention_head_size,
+            recipe.window_size) == (256, 4, 4, 64, 256)
+    assert (authors.hidden_size, authors.num_hidden_layers, authors.window_size) == (128, 2, 128)
+    assert run_classification.DEFAULT_JOB_ARGS[:2] == ["--max_length", "1024"]
 
 
 def test_unknown_recipe_is_a_clear_error():
