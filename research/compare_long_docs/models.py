@@ -132,8 +132,9 @@ class MiniLMRANClassifier(nn.Module):
 
 
 def ran_config(name: str, args, vocab_size: int, num_labels: int) -> RANConfig:
-    """`ran`, `ran_no_mr`, `ran_minilm`: the `from-scratch` recipe (memory-review residual, mean pooling in the cell
-    transform; without memory review the residual does not exist, so `ran_no_mr` keeps only the mean pooling);
+    """`ran`, `ran_no_mr`, `ran_minilm`: the `from-scratch` recipe's RANConfig fields (memory-review residual, mean
+    pooling in the cell transform; without memory review the residual does not exist, so `ran_no_mr` keeps only the
+    mean pooling) at the comparison's size (--hidden_size, --num_layers, --num_heads, --window_size);
     `ran_authors`: the authors' architecture as is (max pooling, no residual), the `authors` recipe."""
     recipe = dict(get_recipe("authors" if name == "ran_authors" else "from-scratch").config)
     if name == "ran_no_mr":

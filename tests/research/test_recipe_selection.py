@@ -27,6 +27,9 @@ def test_choice_is_by_mean_dev_macro_f1_and_unfinished_runs_are_ignored(tmp_path
     rows = {row["candidate"]: row for row in collect(tmp_path, [1, 2])}
     assert set(rows) == {"recipe", "regularized"}
     assert rows["regularized"]["dev_macro_f1"][0] == 0.725 and rows["recipe"]["dev_macro_f1"][0] == 0.7
+    # candidates tried on top of the earlier D 128 recipe name it instead of spelling out its flags
+    assert rows["regularized"]["flags"] == "(d128-2-layers) --weight_decay 0.1 --hidden_dropout_prob 0.2"
+    assert rows["recipe"]["flags"] == "(the recipe)"
     table = report(tmp_path, [1, 2]).splitlines()
     assert table[2].startswith("| regularized |") and table[3].startswith("| recipe |")
     assert (tmp_path / "table.md").exists() and (tmp_path / "results.json").exists()
