@@ -125,6 +125,7 @@ def collect(output_dir: Path, seeds: list[int]) -> list[dict]:
                      "test_accuracy": stat("test_accuracy"), "test_macro_f1": stat("test_macro_f1"),
                      "train_minutes": stat("train_runtime")[0] / 60,
                      "per_seed_test_accuracy": [round(r["test_accuracy"], 3) for _, r in runs],
+                     "per_seed_test_macro_f1": [round(r["test_macro_f1"], 3) for _, r in runs],
                      "per_seed_dev_macro_f1": [round(r["eval_macro_f1"], 3) for _, r in runs]})
     return rows
 

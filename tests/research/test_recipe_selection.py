@@ -30,6 +30,7 @@ def test_choice_is_by_mean_dev_macro_f1_and_unfinished_runs_are_ignored(tmp_path
     # candidates tried on top of the earlier D 128 recipe name it instead of spelling out its flags
     assert rows["regularized"]["flags"] == "(d128-2-layers) --weight_decay 0.1 --hidden_dropout_prob 0.2"
     assert rows["recipe"]["flags"] == "(the recipe)"
+    assert rows["recipe"]["per_seed_test_macro_f1"] == [0.9, 0.7] and rows["recipe"]["seeds"] == [1, 2]
     table = report(tmp_path, [1, 2]).splitlines()
     assert table[2].startswith("| regularized |") and table[3].startswith("| recipe |")
     assert (tmp_path / "table.md").exists() and (tmp_path / "results.json").exists()
