@@ -39,6 +39,13 @@ class BertForMaskedLMAtMaskedTokens(BertForMaskedLM):
                                   num_items_in_batch=num_items_in_batch)
         return MaskedLMOutput(loss=loss, logits=logits)
 
+    def save_pretrained(self, save_directory, *args, **kwargs) -> None:
+        """Saved as what it is to every other program, `BertForMaskedLM` (the masked-only head is a training
+        detail): `config.json` names that class, not this one, which exists only in this repository."""
+        super().save_pretrained(save_directory, *args, **kwargs)
+        self.config.architectures = [BertForMaskedLM.__name__]
+        self.config.save_pretrained(save_directory)
+
 
 def check_bert_peer_arguments(model_args, block_size: int, causal: bool) -> None:
     """Clear errors, before any data is read, for flags that `--model_type bert` cannot honour."""

@@ -234,6 +234,7 @@ def test_bert_peer_pretrains_and_loads_as_plain_bert(corpus, tokenizer_dir, tmp_
     assert 0 <= results["eval"]["eval_accuracy"] <= 1
     card = (out / "README.md").read_text()
     assert "BERT" in card and "import ran_hf" not in card
+    assert json.loads((out / "config.json").read_text())["architectures"] == ["BertForMaskedLM"]
     model = transformers.AutoModelForMaskedLM.from_pretrained(out)
     assert isinstance(model, transformers.BertForMaskedLM) and model.config.hidden_size == 16
     assert model.config.intermediate_size == 64 and model.config.max_position_embeddings == 512
