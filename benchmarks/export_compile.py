@@ -12,8 +12,8 @@ config (vocab 30522, D 768, 2 layers, 12x64, W 256), one thread, median of 3. A 
 min_window_size 3, random weights) serves the other measurements.
 """
 
+import argparse
 import statistics
-import sys
 import tempfile
 import time
 
@@ -152,13 +152,21 @@ def run_speed():
           f"runs {[round(t, 2) for t in times]}")
 
 
-def main(argv):
-    torch.set_num_threads(1)
+def main(argv=None):
     jobs = {"export": run_export, "onnx": lambda: run_onnx(True), "legacy": lambda: run_onnx(False),
             "compile": run_compile, "speed": run_speed}
-    for name in argv or list(jobs):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    parser.add_argument("jobs", nargs="*", metavar="JOB",
+                        help=f"what to measure, any of {', '.join(jobs)} (default: all, in this order)")
+    args = parser.parse_args(argv)
+    unknown = [name for name in args.jobs if name not in jobs]
+    if unknown:
+        parser.error(f"unknown job(s) {', '.join(unknown)}; choose from {', '.join(jobs)}")
+    torch.set_num_threads(1)
+    for name in args.jobs or list(jobs):
         jobs[name]()
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main()

@@ -121,7 +121,7 @@ class ModelArguments(RANModelArguments):
         metadata={"help": "From scratch only (ignored with --model_name_or_path): 'from-scratch' turns on "
                           "memory_review_residual and mean pooling in the cell transform (without the residual the "
                           "full model stalls at chance from random weights: docs/stall/README.md), builds D 256 x 4 "
-                          "layers (4 x 64 heads, window 256) and trains 3 epochs at lr 2e-4 with 10% linear warm-up; "
+                          "layers (4 x 64 heads, window 256) and trains 3 epochs at lr 2e-4 with 10%% linear warm-up; "
                           "'authors' is the authors' architecture with the script's defaults (D 128 x 2 layers, lr "
                           "3e-4, 6 epochs). Explicit flags and --config_overrides win over the recipe.",
                   "choices": sorted(RECIPES)},
