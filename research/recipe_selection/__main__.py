@@ -131,7 +131,16 @@ def collect(output_dir: Path, seeds: list[int]) -> list[dict]:
 
 
 def report(output_dir: Path, seeds: list[int]) -> str:
+    """Write `table.md` and `results.json` for the finished runs of `seeds` in `output_dir`; returns the table."""
     rows = collect(output_dir, seeds)
+    table = format_table(rows)
+    (output_dir / "table.md").write_text(table)
+    (output_dir / "results.json").write_text(json.dumps(rows, indent=1) + "\n")
+    return table
+
+
+def format_table(rows: list[dict]) -> str:
+    """The markdown table of `collect`'s rows, best mean dev macro-F1 first."""
     lines = ["| candidate | flags added | seeds | dev macro-F1 (choice) | test accuracy | test macro-F1 | "
              "test accuracy per seed | train min/run |", "| --- | --- | --- | ---: | ---: | ---: | --- | ---: |"]
     for row in sorted(rows, key=lambda r: -r["dev_macro_f1"][0]):
@@ -140,10 +149,7 @@ def report(output_dir: Path, seeds: list[int]) -> str:
             f"{row['dev_macro_f1'][1]:.3f} | {row['test_accuracy'][0]:.3f} ± {row['test_accuracy'][1]:.3f} | "
             f"{row['test_macro_f1'][0]:.3f} ± {row['test_macro_f1'][1]:.3f} | "
             f"{' / '.join(map(str, row['per_seed_test_accuracy']))} | {row['train_minutes']:.1f} |")
-    table = "\n".join(lines) + "\n"
-    (output_dir / "table.md").write_text(table)
-    (output_dir / "results.json").write_text(json.dumps(rows, indent=1) + "\n")
-    return table
+    return "\n".join(lines) + "\n"
 
 
 def main(argv=None):
