@@ -227,8 +227,14 @@ def prepare(dataset: str, args) -> dict:
         data[split]["token_length"], data[split]["ids"] = _encode(tokenizer, data[split]["text"], args.max_length)
     digest = hashlib.sha1((Path(source) / "tokenizer.json").read_bytes()).hexdigest()[:12]
     data.update(vocab_size=len(tokenizer), cls_id=tokenizer.cls_token_id, sep_id=tokenizer.sep_token_id,
-                tokenizer=source, tokenizer_digest=digest, dataset=dataset)
+                tokenizer=repository_relative(source), tokenizer_digest=digest, dataset=dataset)
     return data
+
+
+def repository_relative(path: str) -> str:
+    """`path` relative to the repository root when it lies inside it, so that results name no machine's folders."""
+    resolved = Path(path).resolve()
+    return str(resolved.relative_to(REPO)) if resolved.is_relative_to(REPO) else path
 
 
 def ensure_inputs(name: str, data: dict, args) -> None:

@@ -265,6 +265,7 @@ def test_default_tokenizer_splits_test_like_the_tfidf_row(tmp_path):
     assert (len(lengths), int((lengths <= 512).sum()), int((lengths > 512).sum())) == \
         (tfidf["test"]["n"], tfidf["test_short"]["n"], tfidf["test_long"]["n"])
     assert len(prepared["dev"]["label"]) == 65 and len(prepared["train"]["label"]) == 580
+    assert prepared["tokenizer"] == "docs/compare/hyperpartisan/tokenizer"  # results name no machine's folder
 
 
 def test_end_to_end_on_a_tiny_corpus(tmp_path, monkeypatch):
