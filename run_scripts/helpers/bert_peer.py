@@ -39,12 +39,14 @@ class BertForMaskedLMAtMaskedTokens(BertForMaskedLM):
                                   num_items_in_batch=num_items_in_batch)
         return MaskedLMOutput(loss=loss, logits=logits)
 
-    def save_pretrained(self, save_directory, *args, **kwargs) -> None:
+    def save_pretrained(self, save_directory, is_main_process: bool = True, **kwargs) -> None:
         """Saved as what it is to every other program, `BertForMaskedLM` (the masked-only head is a training
-        detail): `config.json` names that class, not this one, which exists only in this repository."""
-        super().save_pretrained(save_directory, *args, **kwargs)
-        self.config.architectures = [BertForMaskedLM.__name__]
-        self.config.save_pretrained(save_directory)
+        detail): `config.json` names that class, not this one, which exists only in this repository. Only the main
+        process writes, as in `PreTrainedModel.save_pretrained`."""
+        super().save_pretrained(save_directory, is_main_process=is_main_process, **kwargs)
+        if is_main_process:
+            self.config.architectures = [BertForMaskedLM.__name__]
+            self.config.save_pretrained(save_directory)
 
 
 def check_bert_peer_arguments(model_args, block_size: int, causal: bool) -> None:

@@ -264,6 +264,18 @@ def test_bert_peer_masked_only_loss_equals_the_dense_head():
     torch.testing.assert_close(sparse(input_ids).logits, dense(input_ids).logits)
 
 
+def test_bert_peer_saves_as_bert_from_the_main_process_only(tmp_path):
+    from run_scripts.helpers.bert_peer import BertForMaskedLMAtMaskedTokens
+
+    config = transformers.BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                     intermediate_size=32)
+    model = BertForMaskedLMAtMaskedTokens(config)
+    model.save_pretrained(tmp_path / "other_rank", is_main_process=False)
+    assert not (tmp_path / "other_rank" / "config.json").exists()
+    model.save_pretrained(tmp_path / "main")
+    assert json.loads((tmp_path / "main" / "config.json").read_text())["architectures"] == ["BertForMaskedLM"]
+
+
 def test_bert_peer_bad_arguments(corpus, tokenizer_dir, tmp_path):
     with pytest.raises(ValueError, match="context of 512 tokens: pass --block_size 512"):
         run(corpus, tokenizer_dir, tmp_path / "a", "--max_steps", "1", *BERT, "--block_size", "1024")
