@@ -1,15 +1,24 @@
 # Copyright 2026 The ran_hf authors. Licensed under the Apache License, Version 2.0.
-"""Choose the training settings of the `from-scratch` recipe on Hyperpartisan's dev split, over several seeds.
+"""Choose the training settings of the `from-scratch` recipe on Hyperpartisan's dev split, over several seeds, and
+run the chosen recipe on the other datasets.
 
 Each candidate is a list of flags added to the default job of `run_scripts/run_classification.py` (the shipped
 Hyperpartisan data and tokenizer; the dev split is a stratified 10% of the official train split, drawn by the
 seed). A candidate is scored by its dev macro-F1 (the best epoch's, as the job itself selects), averaged over the
 seeds; test metrics are recorded for the report but play no part in the choice. Runs go one torch thread each,
-`--parallel` at a time; a finished run (test metrics in its `all_results.json`) is not run again, and a run still
-alive from an earlier driver (its `pid` file names a live process) is waited for, so the command resumes.
+`--parallel` at a time; a finished run (test metrics in its `all_results.json`) is not run again, a run still
+alive from an earlier driver (its `pid` file names a live process) is waited for, and a run that was stopped
+continues from its newest epoch checkpoint, so the command resumes.
+
+`--dataset 20newsgroups` or `imdb` (with `--data_dir`, the folder holding `<dataset>/train.jsonl.gz` and
+`test.jsonl.gz`) runs the same job on that dataset's full train split (dev: a stratified 10% of it, drawn by the
+seed) and official test split, documents cut at 2,048 tokens (the comparison's cap), with an 8k WordPiece tokenizer
+trained once on the train split into `OUTPUT_DIR/tokenizer` and shared by every seed.
 
     python -m research.recipe_selection --output_dir outputs/recipe_selection --seeds 42 43 44 --parallel 2
     python -m research.recipe_selection --output_dir outputs/recipe_selection --report_only
+    python -m research.recipe_selection --dataset 20newsgroups --data_dir DATA --output_dir outputs/recipe_20ng \
+        --candidates recipe --seeds 42 43 44 45 46
 """
 
 from __future__ import annotations
@@ -40,6 +49,35 @@ CANDIDATES = {
     "lr-5e-4-10-epochs": D128_RECIPE + ["--learning_rate", "5e-4", "--num_train_epochs", "10"],
     "regularized-more": D128_RECIPE + ["--weight_decay", "0.1", "--hidden_dropout_prob", "0.3"],
 }
+
+
+DATASETS = ("hyperpartisan", "20newsgroups", "imdb")  # hyperpartisan: the default job's shipped data
+OTHER_DATASET_MAX_LENGTH = 2048
+
+
+def dataset_flags(dataset: str, data_dir: Path | None, output_dir: Path) -> list[str]:
+    """The data flags of a run on `dataset` (none for the default job's Hyperpartisan)."""
+    if dataset == "hyperpartisan":
+        return []
+    if data_dir is None:
+        raise ValueError(f"--dataset {dataset} needs --data_dir, the folder holding {dataset}/train.jsonl.gz and "
+                         f"{dataset}/test.jsonl.gz.")
+    files = {split: data_dir / dataset / f"{split}.jsonl.gz" for split in ("train", "test")}
+    missing = [str(path) for path in files.values() if not path.is_file()]
+    if missing:
+        raise FileNotFoundError(f"--data_dir {data_dir}: missing {', '.join(missing)}.")
+    return ["--train_file", str(files["train"]), "--test_file", str(files["test"]),
+            "--validation_split_percentage", "10", "--max_length", str(OTHER_DATASET_MAX_LENGTH),
+            "--tokenizer_name", str(output_dir / "tokenizer"), "--per_device_eval_batch_size", "32"]
+
+
+def ensure_tokenizer(dataset: str, data_dir: Path, output_dir: Path) -> None:
+    """Train the 8k WordPiece tokenizer of a dataset other than Hyperpartisan once, on its train split."""
+    if dataset == "hyperpartisan" or (output_dir / "tokenizer" / "tokenizer.json").exists():
+        return
+    subprocess.run([sys.executable, "run_scripts/train_tokenizer.py", "--train_files",
+                    str(data_dir / dataset / "train.jsonl.gz"), "--output_dir", str(output_dir / "tokenizer"),
+                    "--vocab_size", "8000"], check=True, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
 
 
 def describe(candidate: str) -> str:
@@ -91,17 +129,27 @@ class Adopted:
         return self.returncode
 
 
-def launch(output_dir: Path, candidate: str, seed: int) -> subprocess.Popen | Adopted:
+def run_command(output_dir: Path, candidate: str, seed: int, data_flags: list[str]) -> list[str]:
+    """The run's command line; it continues from the newest epoch checkpoint of a stopped run."""
+    out = run_dir(output_dir, candidate, seed)
+    command = [sys.executable, "run_scripts/run_classification.py", "--seed", str(seed), "--output_dir", str(out),
+               "--disable_tqdm", "True", "--save_total_limit", "1", *data_flags, *CANDIDATES[candidate]]
+    if any(path.is_dir() for path in out.glob("checkpoint-*")):
+        command += ["--resume_from_checkpoint", "last"]
+    return command
+
+
+def launch(output_dir: Path, candidate: str, seed: int, data_flags: list[str]) -> subprocess.Popen | Adopted:
     pid = alive(output_dir, candidate, seed)
     if pid is not None:
         return Adopted(pid)
     out = run_dir(output_dir, candidate, seed)
     out.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "run_scripts/run_classification.py", "--seed", str(seed), "--output_dir", str(out),
-               "--disable_tqdm", "True", "--save_total_limit", "1", *CANDIDATES[candidate]]
-    (out / "command.txt").write_text(" ".join(command) + "\n")
+    command = run_command(output_dir, candidate, seed, data_flags)
+    with open(out / "command.txt", "a") as record:
+        record.write(" ".join(command) + "\n")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    log = open(out / "run.log", "w")
+    log = open(out / "run.log", "a")
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     (out / "pid").write_text(str(process.pid))
     return process
@@ -155,19 +203,25 @@ def format_table(rows: list[dict]) -> str:
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--output_dir", type=Path, required=True)
+    parser.add_argument("--dataset", choices=DATASETS, default="hyperpartisan",
+                        help="hyperpartisan: the default job's shipped data; the others need --data_dir")
+    parser.add_argument("--data_dir", type=Path, default=None,
+                        help="folder holding <dataset>/train.jsonl.gz and <dataset>/test.jsonl.gz")
     parser.add_argument("--seeds", type=int, nargs="+", default=[42, 43, 44])
     parser.add_argument("--candidates", nargs="+", default=list(CANDIDATES), choices=list(CANDIDATES))
     parser.add_argument("--parallel", type=int, default=2)
     parser.add_argument("--report_only", action="store_true")
     args = parser.parse_args(argv)
     if not args.report_only:
+        data_flags = dataset_flags(args.dataset, args.data_dir, args.output_dir)
+        ensure_tokenizer(args.dataset, args.data_dir, args.output_dir)
         todo = [(c, s) for s in args.seeds for c in args.candidates if finished(args.output_dir, c, s) is None]
         todo.sort(key=lambda run: alive(args.output_dir, *run) is None)  # adopt live runs first
         running: list[tuple[str, int, subprocess.Popen, float]] = []
         while todo or running:
             while todo and len(running) < args.parallel:
                 candidate, seed = todo.pop(0)
-                running.append((candidate, seed, launch(args.output_dir, candidate, seed), time.time()))
+                running.append((candidate, seed, launch(args.output_dir, candidate, seed, data_flags), time.time()))
                 print(f"started {candidate} seed {seed}", flush=True)
             time.sleep(5)
             for item in list(running):

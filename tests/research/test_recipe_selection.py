@@ -2,8 +2,11 @@
 
 import json
 
+import pytest
+
 from research import recipe_selection
-from research.recipe_selection.__main__ import CANDIDATES, collect, finished, report, run_dir
+from research.recipe_selection.__main__ import (CANDIDATES, collect, dataset_flags, finished, report, run_command,
+                                                run_dir)
 
 
 def write(tmp_path, candidate, seed, **metrics):
@@ -34,3 +37,22 @@ def test_choice_is_by_mean_dev_macro_f1_and_unfinished_runs_are_ignored(tmp_path
     table = report(tmp_path, [1, 2]).splitlines()
     assert table[2].startswith("| regularized |") and table[3].startswith("| recipe |")
     assert (tmp_path / "table.md").exists() and (tmp_path / "results.json").exists()
+
+
+def test_other_datasets_need_their_files_and_a_stopped_run_resumes(tmp_path):
+    assert dataset_flags("hyperpartisan", None, tmp_path) == []
+    with pytest.raises(ValueError, match="--dataset imdb needs --data_dir"):
+        dataset_flags("imdb", None, tmp_path)
+    with pytest.raises(FileNotFoundError, match="imdb/test.jsonl.gz"):
+        (tmp_path / "data" / "imdb").mkdir(parents=True)
+        (tmp_path / "data" / "imdb" / "train.jsonl.gz").write_bytes(b"")
+        dataset_flags("imdb", tmp_path / "data", tmp_path / "out")
+    (tmp_path / "data" / "imdb" / "test.jsonl.gz").write_bytes(b"")
+    flags = dataset_flags("imdb", tmp_path / "data", tmp_path / "out")
+    assert flags[flags.index("--tokenizer_name") + 1] == str(tmp_path / "out" / "tokenizer")
+    assert flags[flags.index("--max_length") + 1] == "2048"
+
+    command = run_command(tmp_path / "out", "recipe", 42, flags)
+    assert "--resume_from_checkpoint" not in command and str(tmp_path / "data" / "imdb" / "train.jsonl.gz") in command
+    (run_dir(tmp_path / "out", "recipe", 42) / "checkpoint-100").mkdir(parents=True)
+    assert run_command(tmp_path / "out", "recipe", 42, flags)[-2:] == ["--resume_from_checkpoint", "last"]
