@@ -19,7 +19,9 @@ checkpoint (`--model_name_or_path DIR`, e.g. the output of `run_mlm.py`).
 Evaluation: accuracy, micro-F1 and macro-F1 (scikit-learn; subset accuracy for multi-label) on the validation split
 (`--validation_file`, or `--validation_split_percentage` of the training split, used for model selection) and on the
 test split (`--test_file`), printed next to the majority-class baseline (the most frequent training label applied
-to the test documents). The token-length distribution of every split is printed before training.
+to the test documents), and separately for the test documents of at most and of more than 512 tokens (this
+tokenizer, [CLS]/[SEP] included, before `--max_length`; `test_le_512_*` / `test_over_512_*` in `all_results.json`;
+each line of `test_predictions.jsonl` records its document's `tokens`). The token-length distribution of every split is printed before training.
 
 Default job: with NO data file, this trains a small RAN from scratch on the Hyperpartisan News Detection by-article
 data shipped in `run_scripts/data/hyperpartisan/` (official train split, a stratified 10% of it held out as a dev
@@ -425,6 +427,14 @@ def main(argv: list[str] | None = None) -> dict:
         scores = classification_scores(y_true, y_pred)
         test_metrics = {**{f"test_{k}": v for k, v in scores.items()},
                         "test_loss": output.metrics.get("test_loss"), "test_samples": len(y_true)}
+        # the same scores on the documents a 512-token model reads whole and on those it would cut
+        full_length = np.asarray(tokenized["test"]["full_length"])
+        by_length = {}
+        for name, keep in (("le_512", full_length <= 512), ("over_512", full_length > 512)):
+            if keep.any():
+                by_length[name] = classification_scores(y_true[keep], y_pred[keep])
+                test_metrics.update({f"test_{name}_{k}": v for k, v in by_length[name].items()})
+                test_metrics[f"test_{name}_samples"] = int(keep.sum())
         if "train" in tokenized:
             train_labels = np.asarray(tokenized["train"]["labels"]).astype(int)
             baseline_source = "training labels"
@@ -438,7 +448,10 @@ def main(argv: list[str] | None = None) -> dict:
         results["test"] = test_metrics
         majority = ("labels in > 50% of training docs" if multi
                     else repr(label_list[int(np.bincount(train_labels).argmax())]))
-        table = {"RAN (this run)": scores, f"majority class of the {baseline_source} ({majority})": baseline}
+        table = {"RAN (this run)": scores,
+                 **{f"RAN, the {test_metrics[f'test_{name}_samples']} documents of "
+                    f"{'<=' if name == 'le_512' else '>'} 512 tokens": part for name, part in by_length.items()},
+                 f"majority class of the {baseline_source} ({majority})": baseline}
         print(f"\n***** test results: {len(y_true)} documents ({data_args.test_file}) *****\n"
               f"{format_metrics_table(table)}\n", flush=True)
         if training_args.should_save:
@@ -447,10 +460,11 @@ def main(argv: list[str] | None = None) -> dict:
                                                                             -1).numpy()
             path = os.path.join(training_args.output_dir, "test_predictions.jsonl")
             with open(path, "w", encoding="utf-8") as f:
-                for line, gold, pred, p in zip(tokenized["test"]["line"], y_true, y_pred, probs):
+                for line, length, gold, pred, p in zip(tokenized["test"]["line"], full_length, y_true, y_pred, probs):
                     decode = (lambda v: [label_list[i] for i in np.flatnonzero(v)]) if multi else (
                         lambda v: label_list[int(v)])
-                    f.write(json.dumps({"line": line, "label": decode(gold), "prediction": decode(pred),
+                    f.write(json.dumps({"line": line, "tokens": int(length), "label": decode(gold),
+                                        "prediction": decode(pred),
                                         "probabilities": {label_list[i]: round(float(x), 5)
                                                           for i, x in enumerate(p)}}) + "\n")
             logger.info(f"Test predictions: {path}")

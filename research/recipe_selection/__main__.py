@@ -175,6 +175,9 @@ def collect(output_dir: Path, seeds: list[int]) -> list[dict]:
                      "per_seed_test_accuracy": [round(r["test_accuracy"], 3) for _, r in runs],
                      "per_seed_test_macro_f1": [round(r["test_macro_f1"], 3) for _, r in runs],
                      "per_seed_dev_macro_f1": [round(r["eval_macro_f1"], 3) for _, r in runs]})
+        if all("test_over_512_accuracy" in r for _, r in runs):  # runs since the split was recorded
+            rows[-1].update(test_accuracy_le_512=stat("test_le_512_accuracy"),
+                            test_accuracy_over_512=stat("test_over_512_accuracy"))
     return rows
 
 
@@ -189,14 +192,18 @@ def report(output_dir: Path, seeds: list[int]) -> str:
 
 def format_table(rows: list[dict]) -> str:
     """The markdown table of `collect`'s rows, best mean dev macro-F1 first."""
+    def pm(row, key):
+        return f"{row[key][0]:.3f} ± {row[key][1]:.3f}" if key in row else "-"
+
     lines = ["| candidate | flags added | seeds | dev macro-F1 (choice) | test accuracy | test macro-F1 | "
-             "test accuracy per seed | train min/run |", "| --- | --- | --- | ---: | ---: | ---: | --- | ---: |"]
+             "test acc <= 512 | test acc > 512 | test accuracy per seed | train min/run |",
+             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: |"]
     for row in sorted(rows, key=lambda r: -r["dev_macro_f1"][0]):
         lines.append(
-            f"| {row['candidate']} | `{row['flags']}` | {len(row['seeds'])} | {row['dev_macro_f1'][0]:.3f} ± "
-            f"{row['dev_macro_f1'][1]:.3f} | {row['test_accuracy'][0]:.3f} ± {row['test_accuracy'][1]:.3f} | "
-            f"{row['test_macro_f1'][0]:.3f} ± {row['test_macro_f1'][1]:.3f} | "
-            f"{' / '.join(map(str, row['per_seed_test_accuracy']))} | {row['train_minutes']:.1f} |")
+            f"| {row['candidate']} | `{row['flags']}` | {len(row['seeds'])} | {pm(row, 'dev_macro_f1')} | "
+            f"{pm(row, 'test_accuracy')} | {pm(row, 'test_macro_f1')} | {pm(row, 'test_accuracy_le_512')} | "
+            f"{pm(row, 'test_accuracy_over_512')} | {' / '.join(map(str, row['per_seed_test_accuracy']))} | "
+            f"{row['train_minutes']:.1f} |")
     return "\n".join(lines) + "\n"
 
 

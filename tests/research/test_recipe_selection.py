@@ -5,8 +5,8 @@ import json
 import pytest
 
 from research import recipe_selection
-from research.recipe_selection.__main__ import (CANDIDATES, collect, dataset_flags, finished, report, run_command,
-                                                run_dir)
+from research.recipe_selection.__main__ import (CANDIDATES, collect, dataset_flags, finished, format_table, report,
+                                                run_command, run_dir)
 
 
 def write(tmp_path, candidate, seed, **metrics):
@@ -34,8 +34,16 @@ def test_choice_is_by_mean_dev_macro_f1_and_unfinished_runs_are_ignored(tmp_path
     assert rows["regularized"]["flags"] == "(d128-2-layers) --weight_decay 0.1 --hidden_dropout_prob 0.2"
     assert rows["recipe"]["flags"] == "(the recipe)"
     assert rows["recipe"]["per_seed_test_macro_f1"] == [0.9, 0.7] and rows["recipe"]["seeds"] == [1, 2]
+    assert "test_accuracy_over_512" not in rows["recipe"]  # runs from before the length split was recorded
     table = report(tmp_path, [1, 2]).splitlines()
     assert table[2].startswith("| regularized |") and table[3].startswith("| recipe |")
+    assert table[3].split(" | ")[6:8] == ["-", "-"]
+
+    write(tmp_path, "10-epochs", 3, eval_macro_f1=0.5, test_accuracy=0.5, test_macro_f1=0.5, train_runtime=60,
+          test_le_512_accuracy=0.6, test_over_512_accuracy=0.4)
+    row = collect(tmp_path, [3])[0]
+    assert row["test_accuracy_over_512"] == (0.4, 0.0) and row["test_accuracy_le_512"] == (0.6, 0.0)
+    assert format_table([row]).splitlines()[2].split(" | ")[6:8] == ["0.600 ± 0.000", "0.400 ± 0.000"]
     assert (tmp_path / "table.md").exists() and (tmp_path / "results.json").exists()
 
 

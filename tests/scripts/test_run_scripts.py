@@ -77,7 +77,7 @@ def classification_rows(n, seed, multi=False, long_every=0):
 def data_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("run_scripts_data")
     write_jsonl(d / "train.jsonl.gz", classification_rows(36, 0, long_every=9))
-    write_jsonl(d / "test.jsonl", classification_rows(12, 1))
+    write_jsonl(d / "test.jsonl", classification_rows(12, 1, long_every=4))
     write_jsonl(d / "multi_train.jsonl", classification_rows(30, 2, multi=True))
     write_jsonl(d / "multi_test.jsonl", classification_rows(9, 3, multi=True))
     with open(d / "train.csv", "w", encoding="utf-8") as f:
@@ -174,7 +174,16 @@ def test_classification_from_scratch(data_dir, tmp_path, capsys):
     assert results["test"]["baseline_accuracy"] == pytest.approx(4 / 12)  # one of three balanced topics
     card = (out / "README.md").read_text()
     assert "macro_f1" in card and "hidden 16" in card and "train.jsonl.gz" in card
-    assert len((out / "test_predictions.jsonl").read_text().splitlines()) == 12
+    predictions = [json.loads(line) for line in (out / "test_predictions.jsonl").read_text().splitlines()]
+    assert len(predictions) == 12
+    # the test scores split at 512 tokens: the parts add up to the whole, and each part is scored on its own
+    long = [p for p in predictions if p["tokens"] > 512]
+    test = results["test"]
+    assert 0 < len(long) < 12 and test["test_over_512_samples"] == len(long) and test["test_le_512_samples"] == 12 - len(long)
+    assert test["test_over_512_accuracy"] == pytest.approx(sum(p["label"] == p["prediction"] for p in long) / len(long))
+    assert test["test_accuracy"] == pytest.approx(
+        (test["test_over_512_accuracy"] * len(long) + test["test_le_512_accuracy"] * (12 - len(long))) / 12)
+    assert "documents of > 512 tokens" in printed
     assert any(p.name.startswith("checkpoint-") for p in out.iterdir())
 
     tok = AutoTokenizer.from_pretrained(out)
