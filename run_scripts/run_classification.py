@@ -21,7 +21,8 @@ Evaluation: accuracy, micro-F1 and macro-F1 (scikit-learn; subset accuracy for m
 test split (`--test_file`), printed next to the majority-class baseline (the most frequent training label applied
 to the test documents), and separately for the test documents of at most and of more than 512 tokens (this
 tokenizer, [CLS]/[SEP] included, before `--max_length`; `test_le_512_*` / `test_over_512_*` in `all_results.json`;
-each line of `test_predictions.jsonl` records its document's `tokens`). The token-length distribution of every split is printed before training.
+each line of `test_predictions.jsonl` records its document's `tokens`). The token-length distribution of every split
+is printed before training.
 
 Default job: with NO data file, this trains a small RAN from scratch on the Hyperpartisan News Detection by-article
 data shipped in `run_scripts/data/hyperpartisan/` (official train split, a stratified 10% of it held out as a dev
@@ -429,12 +430,13 @@ def main(argv: list[str] | None = None) -> dict:
                         "test_loss": output.metrics.get("test_loss"), "test_samples": len(y_true)}
         # the same scores on the documents a 512-token model reads whole and on those it would cut
         full_length = np.asarray(tokenized["test"]["full_length"])
-        by_length = {}
-        for name, keep in (("le_512", full_length <= 512), ("over_512", full_length > 512)):
+        length_rows = {}  # printed-table row name -> scores
+        for name, sign, keep in (("le_512", "<=", full_length <= 512), ("over_512", ">", full_length > 512)):
             if keep.any():
-                by_length[name] = classification_scores(y_true[keep], y_pred[keep])
-                test_metrics.update({f"test_{name}_{k}": v for k, v in by_length[name].items()})
+                part = classification_scores(y_true[keep], y_pred[keep])
+                test_metrics.update({f"test_{name}_{k}": v for k, v in part.items()})
                 test_metrics[f"test_{name}_samples"] = int(keep.sum())
+                length_rows[f"RAN, the {int(keep.sum())} documents of {sign} 512 tokens"] = part
         if "train" in tokenized:
             train_labels = np.asarray(tokenized["train"]["labels"]).astype(int)
             baseline_source = "training labels"
@@ -448,9 +450,7 @@ def main(argv: list[str] | None = None) -> dict:
         results["test"] = test_metrics
         majority = ("labels in > 50% of training docs" if multi
                     else repr(label_list[int(np.bincount(train_labels).argmax())]))
-        table = {"RAN (this run)": scores,
-                 **{f"RAN, the {test_metrics[f'test_{name}_samples']} documents of "
-                    f"{'<=' if name == 'le_512' else '>'} 512 tokens": part for name, part in by_length.items()},
+        table = {"RAN (this run)": scores, **length_rows,
                  f"majority class of the {baseline_source} ({majority})": baseline}
         print(f"\n***** test results: {len(y_true)} documents ({data_args.test_file}) *****\n"
               f"{format_metrics_table(table)}\n", flush=True)
