@@ -1,12 +1,14 @@
 """The recipe-selection driver scores candidates on dev only and ignores runs that have not finished."""
 
+import gzip
 import json
 
 import pytest
+from transformers import AutoTokenizer
 
 from research import recipe_selection
-from research.recipe_selection.__main__ import (CANDIDATES, collect, dataset_flags, finished, format_table, report,
-                                                run_command, run_dir)
+from research.recipe_selection.__main__ import (CANDIDATES, collect, dataset_flags, ensure_tokenizer, finished,
+                                                format_table, report, run_command, run_dir)
 
 
 def write(tmp_path, candidate, seed, **metrics):
@@ -64,3 +66,23 @@ def test_other_datasets_need_their_files_and_a_stopped_run_resumes(tmp_path):
     assert "--resume_from_checkpoint" not in command and str(tmp_path / "data" / "imdb" / "train.jsonl.gz") in command
     (run_dir(tmp_path / "out", "recipe", 42) / "checkpoint-100").mkdir(parents=True)
     assert run_command(tmp_path / "out", "recipe", 42, flags)[-2:] == ["--resume_from_checkpoint", "last"]
+
+
+def test_the_dataset_tokenizer_is_trained_once_on_its_train_file(tmp_path):
+    words = "the review film plot actor scene music ending story character".split()
+    (tmp_path / "data" / "imdb").mkdir(parents=True)
+    for split in ("train", "test"):
+        with gzip.open(tmp_path / "data" / "imdb" / f"{split}.jsonl.gz", "wt") as file:
+            for i in range(50):
+                file.write(json.dumps({"text": " ".join(words[(i + j) % 10] for j in range(30)), "label": i % 2}) + "\n")
+    out = tmp_path / "out"
+    ensure_tokenizer([], out)  # Hyperpartisan: the default job's shipped tokenizer
+    assert not out.exists()
+    flags = dataset_flags("imdb", tmp_path / "data", out)
+    ensure_tokenizer(flags, out)
+    tokenizer_file = out / "tokenizer" / "tokenizer.json"
+    trained = tokenizer_file.stat().st_mtime_ns
+    tokenizer = AutoTokenizer.from_pretrained(out / "tokenizer")
+    assert tokenizer.tokenize("the film plot") == ["the", "film", "plot"] and tokenizer.pad_token_id == 0
+    ensure_tokenizer(flags, out)  # every seed shares the first one
+    assert tokenizer_file.stat().st_mtime_ns == trained
