@@ -52,22 +52,46 @@ class ChunkPoolClassifier(nn.Module):
         return self.classifier(self.dropout(summed / counts))
 
 
+def reversal_index(lengths: torch.Tensor, length: int) -> torch.Tensor:
+    """(batch, length) positions that reverse each row's first `lengths[b]` entries and keep its padding in place.
+    Gathering with it twice is the identity."""
+    positions = torch.arange(length, device=lengths.device).unsqueeze(0)
+    return torch.where(positions < lengths.unsqueeze(1), lengths.unsqueeze(1) - 1 - positions, positions)
+
+
+class BiLSTM(nn.Module):
+    """A bidirectional LSTM layer over right-padded sequences, equal on the real tokens to `nn.LSTM(bidirectional=True)`
+    over a packed sequence. The backward direction reads each sequence reversed within its length, so both
+    directions run as plain batched LSTMs: PyTorch's CPU backward pass over a packed sequence is about 65 times slower
+    (batch 8 x 2,048 tokens x 128 units, one thread: 39 s against 0.6 s for forward and backward)."""
+
+    def __init__(self, input_size: int, hidden_size: int):
+        super().__init__()
+        self.forward_lstm = nn.LSTM(input_size, hidden_size, batch_first=True)
+        self.backward_lstm = nn.LSTM(input_size, hidden_size, batch_first=True)
+
+    def forward(self, inputs: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """inputs: (batch, length, input_size), right-padded; lengths: (batch,). Returns (batch, length,
+        2 * hidden_size), the forward then the backward state of each position (padding positions hold junk)."""
+        forward_states, _ = self.forward_lstm(inputs)
+        index = reversal_index(lengths, inputs.shape[1]).unsqueeze(-1)
+        reversed_states, _ = self.backward_lstm(inputs.gather(1, index.expand_as(inputs)))
+        backward_states = reversed_states.gather(1, index.expand_as(reversed_states))
+        return torch.cat([forward_states, backward_states], dim=-1)
+
+
 class BiLSTMClassifier(nn.Module):
     """Embeddings, one bidirectional LSTM layer over the whole document, max-pooling over real tokens, linear."""
 
     def __init__(self, vocab_size: int, hidden_size: int, num_labels: int, dropout: float = 0.1):
         super().__init__()
         self.embeddings = nn.Embedding(vocab_size, hidden_size, padding_idx=0)
-        self.lstm = nn.LSTM(hidden_size, hidden_size, batch_first=True, bidirectional=True)
+        self.lstm = BiLSTM(hidden_size, hidden_size)
         self.dropout = nn.Dropout(dropout)
         self.classifier = nn.Linear(2 * hidden_size, num_labels)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        lengths = attention_mask.sum(1)
-        packed = nn.utils.rnn.pack_padded_sequence(self.dropout(self.embeddings(input_ids)), lengths.cpu(),
-                                                   batch_first=True, enforce_sorted=False)
-        states, _ = self.lstm(packed)
-        states, _ = nn.utils.rnn.pad_packed_sequence(states, batch_first=True, total_length=input_ids.shape[1])
+        states = self.lstm(self.dropout(self.embeddings(input_ids)), attention_mask.sum(1))
         states = states.masked_fill(~attention_mask.bool().unsqueeze(-1), float("-inf"))
         return self.classifier(self.dropout(states.max(1).values))
 

