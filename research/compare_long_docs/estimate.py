@@ -117,7 +117,7 @@ def rates(name: str, run: dict, sizes: dict, args) -> tuple[float, float, str]:
 
 def estimate(args, smoke_dir: Path, guess_epochs: dict) -> str:
     lines, totals = [], {"least": 0.0, "guess": 0.0, "cap": 0.0}
-    by_dataset = {}
+    by_dataset, estimated = {}, set()
     for dataset in args.datasets:
         runs = {r["model"]: r for r in read_runs(smoke_dir, dataset)}
         if not runs:
@@ -136,6 +136,7 @@ def estimate(args, smoke_dir: Path, guess_epochs: dict) -> str:
         for name in MODELS:
             if name not in runs:
                 continue
+            estimated.add(name)
             train_rate, eval_rate, source = rates(name, runs[name], sizes, args)
             pos = {s: positions(name, sizes[s]["lengths"], sizes[s]["minilm_lengths"], sizes[s]["sentences"],
                                 args.max_length) for s in ("train", "dev", "test")}
@@ -164,7 +165,7 @@ def estimate(args, smoke_dir: Path, guess_epochs: dict) -> str:
                          f"second = {hours:.2f} h.")
         by_dataset[dataset] = {key: totals[key] - before[key] for key in totals}
     seeds = len(args.seeds)
-    head = [f"CPU-hour estimate for {len(args.datasets)} datasets x {len(MODELS)} models x {seeds} seeds (one thread "
+    head = [f"CPU-hour estimate for {len(by_dataset)} datasets x {len(estimated)} models x {seeds} seeds (one thread "
             f"per run; `least` = the first evaluation stays best, `guess` = best after {guess_epochs['token']} epochs "
             f"(token models) / {guess_epochs['sentence']} (sentence models) plus patience, `cap` = --max_epochs "
             f"{args.max_epochs} / --sentence_max_epochs {args.sentence_max_epochs}):",
