@@ -44,7 +44,7 @@ CANDIDATES = {
     # 1,024 tokens at lr 2e-4; it ran as the candidate "d256-4-layers" in session 14
     "recipe": [],
     # session 18: the recipe at 2.5x its learning rate, after 3 epochs left 20 Newsgroups under-trained (dev macro-F1
-    # still rising by 0.064 at the last epoch, mean training loss 0.45 over the last epoch)
+    # still rising by 0.064 at the last epoch, mean training loss 0.48 over the last epoch)
     "lr-5e-4": ["--learning_rate", "5e-4"],
     "d128-2-layers": D128_RECIPE,
     "10-epochs": D128_RECIPE + ["--num_train_epochs", "10"],
@@ -56,7 +56,6 @@ CANDIDATES = {
 
 DATASETS = ("hyperpartisan", "20newsgroups", "imdb")  # hyperpartisan: the default job's shipped data
 OTHER_DATASET_MAX_LENGTH = 2048
-TOKENIZER_VOCAB_SIZE = 8000  # run_classification's --tokenizer_vocab_size default
 
 
 def dataset_flags(dataset: str, data_dir: Path | None, output_dir: Path) -> list[str]:
@@ -79,9 +78,12 @@ def ensure_tokenizer(data_flags: list[str], output_dir: Path) -> None:
     """Train the WordPiece tokenizer of a dataset other than Hyperpartisan once, on the train file of `data_flags`."""
     if not data_flags or (output_dir / "tokenizer" / "tokenizer.json").exists():
         return
+    from run_scripts.run_classification import ModelArguments  # the vocabulary it would train with itself
+
     train_file = data_flags[data_flags.index("--train_file") + 1]
     subprocess.run([sys.executable, "run_scripts/train_tokenizer.py", "--train_files", train_file,
-                    "--output_dir", str(output_dir / "tokenizer"), "--vocab_size", str(TOKENIZER_VOCAB_SIZE)],
+                    "--output_dir", str(output_dir / "tokenizer"), "--vocab_size",
+                    str(ModelArguments.tokenizer_vocab_size)],
                    check=True, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
 
 
