@@ -1,15 +1,21 @@
 # Copyright 2026 The ran_hf authors. Licensed under the Apache License, Version 2.0.
-"""Regression tests of three script defects (issue 17 items 5, 6 and 9): the causal-LM tokenizer's template, the
-shared torch thread default, and a user's --save_strategy against the script's best-model default."""
+"""Regression tests of script defects: the causal-LM tokenizer's template, the shared torch thread default, and a
+user's --save_strategy against the script's best-model default (issue 17 items 5, 6 and 9); prediction order under
+length-grouped training."""
 
 import logging
 import random
 
+import numpy as np
+
 import pytest
 import torch
-from transformers import AutoTokenizer, pipeline
+from datasets import Dataset
+from tokenizers import Tokenizer, models
+from transformers import (AutoTokenizer, DataCollatorWithPadding, PreTrainedTokenizerFast, Trainer, TrainingArguments,
+                          pipeline)
 
-import ran_hf  # noqa: F401  (registers RAN with the Auto classes)
+from ran_hf import RANConfig, RANForSequenceClassification  # importing ran_hf registers RAN with the Auto classes
 from run_scripts import run_classification, run_clm, run_mlm, run_ner
 from run_scripts.helpers import model_args, trainer_setup
 
@@ -102,3 +108,36 @@ def test_contradicted_defaults(user, kept):
     assert ("--load_best_model_at_end" in resolved) == kept
     assert ("--metric_for_best_model" in resolved) == kept
     assert resolved[:4] == defaults[:4]
+
+
+def test_prediction_order_survives_length_grouped_training(tmp_path):
+    """The scripts train with `train_sampling_strategy=group_by_length`, which Trainer also applies to evaluation and
+    prediction: its predictions then come back in a length-grouped order, and the scripts' per-document results
+    (test_predictions.jsonl, the <= / > 512-token scores) would be paired with the wrong documents. RANTrainer reads
+    evaluation data in order."""
+    torch.manual_seed(0)
+    model = RANForSequenceClassification(RANConfig(
+        vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, attention_head_size=8,
+        window_size=8, min_window_size=4, num_labels=3)).eval()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.WordLevel({"[PAD]": 0, "[UNK]": 1},
+                                                                                    unk_token="[UNK]")),
+                                        pad_token="[PAD]")
+    lengths = [3, 17, 5, 30, 9, 2, 24, 11]
+    rows = {"input_ids": [[2 + (i * 7 + j) % 45 for j in range(n)] for i, n in enumerate(lengths)]}
+    rows["attention_mask"] = [[1] * n for n in lengths]
+    rows["length"] = lengths
+    dataset = Dataset.from_dict(rows)
+    with torch.no_grad():
+        expected = torch.cat([model(input_ids=torch.tensor([ids])).logits for ids in rows["input_ids"]]).numpy()
+
+    args = TrainingArguments(str(tmp_path), per_device_eval_batch_size=2, train_sampling_strategy="group_by_length",
+                             use_cpu=True, report_to="none", dataloader_pin_memory=False)
+
+    def predictions(trainer_class):
+        trainer = trainer_class(model=model, args=args, processing_class=tokenizer,
+                                data_collator=DataCollatorWithPadding(tokenizer))
+        return trainer.predict(dataset.remove_columns("length")).predictions
+
+    torch.testing.assert_close(predictions(trainer_setup.RANTrainer), expected, rtol=1e-4, atol=1e-5)
+    # the plain Trainer reorders them (if it stops doing so, RANTrainer's override can go)
+    assert not np.allclose(predictions(Trainer), expected, atol=1e-3)
