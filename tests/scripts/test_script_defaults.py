@@ -7,7 +7,6 @@ import logging
 import random
 
 import numpy as np
-
 import pytest
 import torch
 from datasets import Dataset
@@ -15,7 +14,8 @@ from tokenizers import Tokenizer, models
 from transformers import (AutoTokenizer, DataCollatorWithPadding, PreTrainedTokenizerFast, Trainer, TrainingArguments,
                           pipeline)
 
-from ran_hf import RANConfig, RANForSequenceClassification  # importing ran_hf registers RAN with the Auto classes
+from conftest import tiny_config
+from ran_hf import RANForSequenceClassification  # importing ran_hf registers RAN with the Auto classes
 from run_scripts import run_classification, run_clm, run_mlm, run_ner
 from run_scripts.helpers import model_args, trainer_setup
 
@@ -116,16 +116,13 @@ def test_prediction_order_survives_length_grouped_training(tmp_path):
     (test_predictions.jsonl, the <= / > 512-token scores) would be paired with the wrong documents. RANTrainer reads
     evaluation data in order."""
     torch.manual_seed(0)
-    model = RANForSequenceClassification(RANConfig(
-        vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, attention_head_size=8,
-        window_size=8, min_window_size=4, num_labels=3)).eval()
+    model = RANForSequenceClassification(tiny_config(num_labels=3)).eval()
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.WordLevel({"[PAD]": 0, "[UNK]": 1},
                                                                                     unk_token="[UNK]")),
                                         pad_token="[PAD]")
     lengths = [3, 17, 5, 30, 9, 2, 24, 11]
     rows = {"input_ids": [[2 + (i * 7 + j) % 45 for j in range(n)] for i, n in enumerate(lengths)]}
     rows["attention_mask"] = [[1] * n for n in lengths]
-    rows["length"] = lengths
     dataset = Dataset.from_dict(rows)
     with torch.no_grad():
         expected = torch.cat([model(input_ids=torch.tensor([ids])).logits for ids in rows["input_ids"]]).numpy()
@@ -136,7 +133,7 @@ def test_prediction_order_survives_length_grouped_training(tmp_path):
     def predictions(trainer_class):
         trainer = trainer_class(model=model, args=args, processing_class=tokenizer,
                                 data_collator=DataCollatorWithPadding(tokenizer))
-        return trainer.predict(dataset.remove_columns("length")).predictions
+        return trainer.predict(dataset).predictions
 
     torch.testing.assert_close(predictions(trainer_setup.RANTrainer), expected, rtol=1e-4, atol=1e-5)
     # the plain Trainer reorders them (if it stops doing so, RANTrainer's override can go)
