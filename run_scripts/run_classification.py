@@ -263,8 +263,12 @@ def main(argv: list[str] | None = None) -> dict:
     model_args, data_args, training_args = parse_args(parser, argv, defaults)
     setup_logging(training_args)
     if recipe:
-        logger.info(f"From scratch with the '{recipe.name}' recipe: config {recipe.config or 'of the authors'}, "
-                    f"flags {' '.join(recipe.flags) or 'of the script'} (explicit flags win).")
+        overrides = model_args.parsed_config_overrides()
+        config = {name: overrides.get(name, value) for name, value in recipe.config.items()}
+        replaced = [name for name in recipe.config if name in overrides]
+        logger.info(f"From scratch with the '{recipe.name}' recipe: config {config or 'of the authors'}"
+                    + (f" ({', '.join(replaced)} from --config_overrides)" if replaced else "")
+                    + f", flags {' '.join(recipe.flags) or 'of the script'} (explicit flags win).")
     setup_threads(model_args)
     started = time.time()
 

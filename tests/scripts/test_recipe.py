@@ -29,7 +29,7 @@ def run(tmp_path, name, *flags):
     return out, config, trainer_args
 
 
-def test_recipe_is_the_from_scratch_default_and_authors_turns_it_off(tmp_path):
+def test_recipe_is_the_from_scratch_default_and_authors_turns_it_off(tmp_path, capsys):
     out, config, args = run(tmp_path, "recipe")
     assert config["memory_review_residual"] is True and config["pooler_pooling"] == "mean"
     assert args.learning_rate == 2e-4 and args.lr_scheduler_type == "linear" and args.num_train_epochs == 3
@@ -38,10 +38,13 @@ def test_recipe_is_the_from_scratch_default_and_authors_turns_it_off(tmp_path):
     assert config["memory_review_residual"] is False and config["pooler_pooling"] == "max"
     assert args.learning_rate == 3e-4 and args.num_train_epochs == 6
 
-    # explicit flags win over the recipe
+    # explicit flags win over the recipe, and the log shows the config that was built
+    capsys.readouterr()
     _, config, args = run(tmp_path, "explicit", "--config_overrides", "memory_review_residual=false",
                           "--learning_rate", "5e-4")
     assert config["memory_review_residual"] is False and args.learning_rate == 5e-4
+    assert ("config {'memory_review_residual': False, 'pooler_pooling': 'mean'} (memory_review_residual from "
+            "--config_overrides)") in capsys.readouterr().out
 
     # from a checkpoint the recipe does nothing: the checkpoint's config and the script's learning rate
     _, config, args = run(tmp_path, "from_checkpoint", "--model_name_or_path", str(out))
