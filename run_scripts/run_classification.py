@@ -77,6 +77,7 @@ from run_scripts.helpers.reports import (
     format_length_table,
     format_metrics_table,
     length_statistics,
+    training_time,
     write_model_card,
 )
 from run_scripts.helpers.tokenizer import get_tokenizer
@@ -514,7 +515,7 @@ def write_card(training_args, data_args, model_args, model, results, table, leng
                 f"Truncation at {max_length or 'no limit'} tokens; documents truncated: {truncated}.")
     sections["Data"] = "\n\n".join(data)
     if "train" in results:
-        sections["Training"] = (f"{results['train'].get('train_runtime', 0):.0f} s of training; whole run "
+        sections["Training"] = (f"{training_time(results['train'])}; whole run "
                                 f"{results['wall_time_s']} s, {torch.get_num_threads()} torch thread(s).")
     write_model_card(
         training_args.output_dir, title=f"RAN long-document classifier{' (Hyperpartisan)' if default_job else ''}",

@@ -55,6 +55,7 @@ from run_scripts.helpers.reports import (
     format_length_table,
     format_metrics_table,
     length_statistics,
+    training_time,
     write_model_card,
 )
 from run_scripts.helpers.tokenizer import get_tokenizer
@@ -396,7 +397,7 @@ def main(argv: list[str] | None = None) -> dict:
                             f"tags {label_list}. Input lengths in word pieces (tokenizer: {tokenizer_source}):\n\n"
                             f"{report}\n\nTruncation: {max_length or 'none'}.")
         if "train" in results:
-            sections["Training"] = (f"{results['train'].get('train_runtime', 0):.0f} s of training; whole run "
+            sections["Training"] = (f"{training_time(results['train'])}; whole run "
                                     f"{results['wall_time_s']} s, {torch.get_num_threads()} torch thread(s).")
         write_model_card(training_args.output_dir, title="RAN named-entity tagger (whole documents)",
                          description="A Recurrent Attention Network (RAN, Li et al., ACL 2023) token classifier that "

@@ -40,6 +40,7 @@ from .reports import (
     format_metrics_table,
     length_statistics,
     perplexity,
+    training_time,
     write_model_card,
 )
 from .tokenizer import get_tokenizer, use_causal_lm_template
@@ -289,7 +290,7 @@ def write_card(training_args, data_args, data, model, results, tokenizer_source,
                                    f"tokens predicted right:\n\n{table}")
     sections["Data"] = lm_data_section(data_args, data, tokenizer_source, length_report, note=", each document started and ended by [SEP]" if causal else "")
     if "train" in results:
-        sections["Training"] = f"{results['train'].get('train_runtime', 0):.0f} s of training."
+        sections["Training"] = f"{training_time(results['train'])}."
     if causal:
         title, auto_class, tags = "RAN causal language model", "AutoModelForCausalLM", ["text-generation"]
         description = ("A causal Recurrent Attention Network (RAN, Li et al., ACL 2023) language model trained on "

@@ -104,6 +104,15 @@ def write_model_card(output_dir: str, *, title: str, description: str, auto_clas
     return path
 
 
+def training_time(train_metrics: dict) -> str:
+    """The model card's account of the training time, which names the processes of a resumed run."""
+    last = train_metrics.get("train_runtime", 0)
+    total = train_metrics.get("train_runtime_all_processes", last)
+    if total > last + 1:
+        return f"{total:.0f} s of training over the processes of a resumed run ({last:.0f} s in the last one)"
+    return f"{last:.0f} s of training"
+
+
 def command_line(program: str, argv: Sequence[str] | None) -> str:
     """The command that reproduces a run: `python run_scripts/x.py ARGS` for a script in run_scripts/ (given by its
     file name), `python -m research.y ARGS` for a module (given by its dotted name)."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -14,7 +15,8 @@ import datasets
 import numpy as np
 import torch
 import transformers
-from transformers import Trainer, TrainingArguments
+from transformers import Trainer, TrainerCallback, TrainingArguments
+from transformers.trainer_callback import ExportableState
 from transformers.trainer_utils import IntervalStrategy, get_last_checkpoint
 
 
@@ -160,9 +162,42 @@ def disable_eval_if_no_data(training_args: TrainingArguments, has_eval: bool) ->
         training_args.metric_for_best_model = None
 
 
+class TrainingClock(TrainerCallback, ExportableState):
+    """Wall time spent in `Trainer.train`, summed over the processes of a run that was stopped and resumed.
+
+    Trainer's `train_runtime` counts the last process only. The clock stores its total in every checkpoint's
+    `trainer_state.json` (`stateful_callbacks`) and, on resuming, starts from the total of the checkpoint it resumes
+    from; time spent after a run's last checkpoint is not counted, since that work is done again."""
+
+    def __init__(self):
+        self.seconds_before = 0.0
+        self.started: float | None = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        stored = state.stateful_callbacks.get(type(self).__name__) if state.global_step > 0 else None  # resumed?
+        if isinstance(stored, list):  # Trainer keeps a list when several callbacks of one class were saved
+            stored = stored[-1] if stored else None
+        self.seconds_before = float(stored["attributes"]["seconds"]) if stored else 0.0
+        self.started = time.perf_counter()
+        # a checkpoint written before the clock existed has no entry, and Trainer's save looks the entry up
+        state.stateful_callbacks.setdefault(type(self).__name__, self.state())
+
+    def seconds(self) -> float:
+        """Training seconds so far, this process's and those of the processes before it."""
+        return self.seconds_before + (time.perf_counter() - self.started if self.started is not None else 0.0)
+
+    def state(self) -> dict:
+        return {"args": {}, "attributes": {"seconds": self.seconds()}}
+
+
 class RANTrainer(Trainer):
     """Trainer whose evaluation and prediction read the dataset in order (even with
-    `train_sampling_strategy=group_by_length`), so predictions line up with the examples."""
+    `train_sampling_strategy=group_by_length`), so predictions line up with the examples, and whose
+    `training_clock` counts the training time of every process of a resumed run."""
+
+    def __init__(self, *args, callbacks=None, **kwargs):
+        self.training_clock = TrainingClock()
+        super().__init__(*args, callbacks=[*(callbacks or []), self.training_clock], **kwargs)
 
     def _get_eval_sampler(self, eval_dataset):
         if self.args.world_size <= 1 and eval_dataset is not None:
@@ -178,6 +213,9 @@ def train_and_save(trainer: Trainer, resume: str | None, **extra_metrics) -> dic
         trainer.model.config.use_cache = True  # Trainer turns the cache off for training; generation wants it
     trainer.save_model()
     metrics = {**train_result.metrics, **extra_metrics}
+    clock = getattr(trainer, "training_clock", None)
+    if clock is not None:  # with every process of a resumed run; train_runtime is this process's only
+        metrics["train_runtime_all_processes"] = round(clock.seconds(), 4)
     trainer.log_metrics("train", metrics)
     trainer.save_metrics("train", metrics)
     trainer.save_state()

@@ -45,6 +45,11 @@ def test_choice_is_by_mean_dev_macro_f1_and_unfinished_runs_are_ignored(tmp_path
           test_le_512_accuracy=0.6, test_over_512_accuracy=0.4)
     row = collect(tmp_path, [3])[0]
     assert row["test_accuracy_over_512"] == (0.4, 0.0) and row["test_accuracy_le_512"] == (0.6, 0.0)
+    assert row["train_minutes"] == 1.0
+    # a resumed run counts the training time of all its processes, not the last one's
+    write(tmp_path, "10-epochs", 4, eval_macro_f1=0.5, test_accuracy=0.5, test_macro_f1=0.5, train_runtime=60,
+          train_runtime_all_processes=300)
+    assert collect(tmp_path, [3, 4])[0]["train_minutes"] == 3.0
     assert format_table([row]).splitlines()[2].split(" | ")[6:8] == ["0.600 ± 0.000", "0.400 ± 0.000"]
     assert (tmp_path / "table.md").exists() and (tmp_path / "results.json").exists()
 

@@ -16,10 +16,11 @@ from transformers import (
     AutoModelForSequenceClassification,
     AutoModelForTokenClassification,
     AutoTokenizer,
+    TrainerState,
 )
 
 from run_scripts import run_classification, run_clm, run_mlm, run_ner, train_tokenizer
-from run_scripts.helpers import data_files, language_modeling, tokenizer as tokenizer_helpers
+from run_scripts.helpers import data_files, language_modeling, reports, tokenizer as tokenizer_helpers, trainer_setup
 
 
 TINY = ["--hidden_size", "16", "--num_hidden_layers", "1", "--num_attention_heads", "2", "--attention_head_size", "8",
@@ -204,12 +205,46 @@ def test_classification_resume_from_checkpoint(data_dir, tmp_path):
             "9", "--validation_split_percentage", "0", "--save_strategy", "epoch", *TINY]
     first = run_classification.main([*args, "--num_train_epochs", "1"])
     vocab = AutoTokenizer.from_pretrained(out).get_vocab()
+    stored = json.loads((out / "checkpoint-4" / "trainer_state.json").read_text())["stateful_callbacks"]
+    first_seconds = stored["TrainingClock"]["attributes"]["seconds"]
     second = run_classification.main([*args, "--num_train_epochs", "2", "--resume_from_checkpoint", "last"])
     state = json.loads((out / "trainer_state.json").read_text())
     assert state["global_step"] == 8 and first["train"]["epoch"] == 1 and second["train"]["epoch"] == 2
+    # the training time of both processes: the first's as its checkpoint stored it, plus the second's own
+    assert 0 < first_seconds <= first["train"]["train_runtime_all_processes"]
+    assert second["train"]["train_runtime_all_processes"] == pytest.approx(
+        first_seconds + second["train"]["train_runtime"], abs=0.5)
+    # a checkpoint from before the clock existed resumes too, counting the new process only
+    older = json.loads((out / "checkpoint-8" / "trainer_state.json").read_text())
+    del older["stateful_callbacks"]["TrainingClock"]
+    (out / "checkpoint-8" / "trainer_state.json").write_text(json.dumps(older))
+    third = run_classification.main([*args, "--num_train_epochs", "3", "--resume_from_checkpoint", "last"])
+    assert third["train"]["train_runtime_all_processes"] == pytest.approx(third["train"]["train_runtime"], abs=0.5)
     assert AutoTokenizer.from_pretrained(out).get_vocab() == vocab  # the checkpoint's tokenizer, not a new one
     with pytest.raises(FileNotFoundError, match="no checkpoint"):
         run_classification.main([*args, "--output_dir", str(tmp_path / "empty"), "--resume_from_checkpoint", "last"])
+
+
+def test_training_clock_starts_from_the_checkpoints_total():
+    clock = trainer_setup.TrainingClock()
+    resumed = TrainerState(global_step=4, stateful_callbacks=None)  # as read from a checkpoint's trainer_state.json
+    resumed.stateful_callbacks = {"TrainingClock": {"args": {}, "attributes": {"seconds": 1000.0}}}
+    clock.on_train_begin(None, resumed, None)
+    assert 1000.0 <= clock.seconds() < 1010.0
+    assert clock.state()["attributes"]["seconds"] >= 1000.0
+    fresh = TrainerState(stateful_callbacks=[clock])  # holds the clock's 1000+ s, as a second train() call would
+    clock.on_train_begin(None, fresh, None)  # a run from step 0 counts its own time only
+    assert 0.0 <= clock.seconds() < 10.0
+    older = TrainerState(global_step=4, stateful_callbacks=None)  # a checkpoint saved before the clock existed
+    clock.on_train_begin(None, older, None)
+    assert 0.0 <= clock.seconds() < 10.0 and "TrainingClock" in older.stateful_callbacks  # so Trainer can save it
+
+
+def test_model_card_training_time_names_a_resumed_run():
+    assert reports.training_time({"train_runtime": 61.2}) == "61 s of training"
+    assert reports.training_time({"train_runtime": 61.2, "train_runtime_all_processes": 61.9}) == "61 s of training"
+    assert reports.training_time({"train_runtime": 60, "train_runtime_all_processes": 300}) == (
+        "300 s of training over the processes of a resumed run (60 s in the last one)")
 
 
 def test_classification_multi_label(data_dir, tmp_path):
