@@ -202,6 +202,19 @@ def collect(output_dir: Path, seeds: list[int]) -> list[dict]:
         if all("test_over_512_accuracy" in r for _, r in runs):  # runs since the split was recorded
             rows[-1].update(test_accuracy_le_512=stat("test_le_512_accuracy"),
                             test_accuracy_over_512=stat("test_over_512_accuracy"))
+    return add_paired_dev_gain(rows)
+
+
+def add_paired_dev_gain(rows: list[dict]) -> list[dict]:
+    """Add to each candidate's row its dev macro-F1 minus the recipe's, averaged over the seeds both ran
+    (`dev_gain_over_recipe`: (mean, number of seeds), or None where they share no seed). Candidates that ran other
+    seeds than the recipe (or fewer) are compared with it seed for seed here, where the mean dev is not paired."""
+    recipe = next((row for row in rows if row["candidate"] == "recipe"), None)
+    recipe_dev = dict(zip(recipe["seeds"], recipe["per_seed_dev_macro_f1"])) if recipe else {}
+    for row in rows:
+        gains = [dev - recipe_dev[seed] for seed, dev in zip(row["seeds"], row["per_seed_dev_macro_f1"])
+                 if seed in recipe_dev]
+        row["dev_gain_over_recipe"] = (float(np.mean(gains)), len(gains)) if gains else None
     return rows
 
 
@@ -215,19 +228,24 @@ def report(output_dir: Path, seeds: list[int]) -> str:
 
 
 def format_table(rows: list[dict]) -> str:
-    """The markdown table of `collect`'s rows, best mean dev macro-F1 first."""
+    """The markdown table of `collect`'s rows (or `add_paired_dev_gain`'s), best mean dev macro-F1 first."""
     def pm(row, key):
         return f"{row[key][0]:.3f} ± {row[key][1]:.3f}" if key in row else "-"
 
-    lines = ["| candidate | flags added | seeds | dev macro-F1 (choice) | test accuracy | test macro-F1 | "
-             "test acc <= 512 | test acc > 512 | test accuracy per seed | train min/run |",
-             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: |"]
+    def paired(row):
+        gain = row.get("dev_gain_over_recipe")
+        return "-" if gain is None or row["candidate"] == "recipe" else f"{gain[0]:+.3f} ({gain[1]})"
+
+    lines = ["| candidate | flags added | seeds | dev macro-F1 (choice) | dev gain over the recipe, paired (seeds) | "
+             "test accuracy | test macro-F1 | test acc <= 512 | test acc > 512 | test accuracy per seed | "
+             "train min/run |",
+             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |"]
     for row in sorted(rows, key=lambda r: -r["dev_macro_f1"][0]):
         lines.append(
             f"| {row['candidate']} | `{row['flags']}` | {len(row['seeds'])} | {pm(row, 'dev_macro_f1')} | "
-            f"{pm(row, 'test_accuracy')} | {pm(row, 'test_macro_f1')} | {pm(row, 'test_accuracy_le_512')} | "
-            f"{pm(row, 'test_accuracy_over_512')} | {' / '.join(map(str, row['per_seed_test_accuracy']))} | "
-            f"{row['train_minutes']:.1f} |")
+            f"{paired(row)} | {pm(row, 'test_accuracy')} | {pm(row, 'test_macro_f1')} | "
+            f"{pm(row, 'test_accuracy_le_512')} | {pm(row, 'test_accuracy_over_512')} | "
+            f"{' / '.join(map(str, row['per_seed_test_accuracy']))} | {row['train_minutes']:.1f} |")
     return "\n".join(lines) + "\n"
 
 

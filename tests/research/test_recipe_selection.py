@@ -39,7 +39,7 @@ def test_choice_is_by_mean_dev_macro_f1_and_unfinished_runs_are_ignored(tmp_path
     assert "test_accuracy_over_512" not in rows["recipe"]  # runs from before the length split was recorded
     table = report(tmp_path, [1, 2]).splitlines()
     assert table[2].startswith("| regularized |") and table[3].startswith("| recipe |")
-    assert table[3].split(" | ")[6:8] == ["-", "-"]
+    assert table[3].split(" | ")[7:9] == ["-", "-"]
 
     write(tmp_path, "10-epochs", 3, eval_macro_f1=0.5, test_accuracy=0.5, test_macro_f1=0.5, train_runtime=60,
           test_le_512_accuracy=0.6, test_over_512_accuracy=0.4)
@@ -50,8 +50,25 @@ def test_choice_is_by_mean_dev_macro_f1_and_unfinished_runs_are_ignored(tmp_path
     write(tmp_path, "10-epochs", 4, eval_macro_f1=0.5, test_accuracy=0.5, test_macro_f1=0.5, train_runtime=60,
           train_runtime_all_processes=300)
     assert collect(tmp_path, [3, 4])[0]["train_minutes"] == 3.0
-    assert format_table([row]).splitlines()[2].split(" | ")[6:8] == ["0.600 ± 0.000", "0.400 ± 0.000"]
+    assert format_table([row]).splitlines()[2].split(" | ")[7:9] == ["0.600 ± 0.000", "0.400 ± 0.000"]
     assert (tmp_path / "table.md").exists() and (tmp_path / "results.json").exists()
+
+
+def test_each_candidate_is_compared_with_the_recipe_seed_for_seed(tmp_path):
+    # "window-64" ran seed 1 only: its mean dev is above the recipe's two-seed mean, yet on seed 1 it is behind
+    write(tmp_path, "recipe", 1, eval_macro_f1=0.8, test_accuracy=0.6, test_macro_f1=0.6, train_runtime=60)
+    write(tmp_path, "recipe", 2, eval_macro_f1=0.5, test_accuracy=0.5, test_macro_f1=0.5, train_runtime=60)
+    write(tmp_path, "window-64", 1, eval_macro_f1=0.7, test_accuracy=0.7, test_macro_f1=0.7, train_runtime=60)
+    write(tmp_path, "6-epochs", 3, eval_macro_f1=0.9, test_accuracy=0.9, test_macro_f1=0.9, train_runtime=60)
+    rows = {row["candidate"]: row for row in collect(tmp_path, [1, 2, 3])}
+    assert rows["window-64"]["dev_gain_over_recipe"] == pytest.approx((-0.1, 1))
+    assert rows["recipe"]["dev_gain_over_recipe"] == (0.0, 2)
+    assert rows["6-epochs"]["dev_gain_over_recipe"] is None  # no seed in common
+    table = report(tmp_path, [1, 2, 3]).splitlines()
+    assert [line.split(" | ")[0] for line in table[2:]] == ["| 6-epochs", "| window-64", "| recipe"]
+    assert [line.split(" | ")[4] for line in table[2:]] == ["-", "-0.100 (1)", "-"]
+    # without the recipe's runs there is nothing to pair with
+    assert all(row["dev_gain_over_recipe"] is None for row in collect(tmp_path, [3]))
 
 
 def test_other_datasets_need_their_files_and_a_stopped_run_resumes(tmp_path):
