@@ -402,16 +402,16 @@ def run_generation_case(case: dict) -> dict:
     with torch.inference_mode():
         cache, start = None, time.perf_counter()
         for begin in range(0, context, chunk):
-            out = model(prompt[:, begin: begin + chunk], past_key_values=cache, use_cache=True)
-            cache = out.past_key_values
+            out = model(prompt[:, begin: begin + chunk], cache=cache, use_cache=True)
+            cache = out.cache
         prefill = time.perf_counter() - start
         size = cache_bytes(cache)
         token, times = out.logits[:, -1:].argmax(-1), []
         for _ in range(decode_tokens):
             start = time.perf_counter()
-            out = model(token, past_key_values=cache, use_cache=True)
+            out = model(token, cache=cache, use_cache=True)
             times.append(time.perf_counter() - start)
-            cache, token = out.past_key_values, out.logits[:, -1:].argmax(-1)
+            cache, token = out.cache, out.logits[:, -1:].argmax(-1)
     result = dict(prefill_s=round(prefill, 3), cache_bytes_after_prompt=size,
                   decode_ms_median=round(1000 * statistics.median(times), 3),
                   decode_ms_p90=round(1000 * sorted(times)[int(0.9 * len(times))], 3),

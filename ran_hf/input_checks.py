@@ -68,6 +68,16 @@ def check_forward_kwargs(model: nn.Module, kwargs: dict) -> None:
     raise TypeError(f"{type(model).__name__}.forward() got an unexpected keyword argument `{name}` ({hint}).")
 
 
+def resolve_cache_argument(model_name: str, cache, past_key_values):
+    """The recurrent state passed as `cache` (Transformers >= 5.24) or as `past_key_values` (its name before, and
+    what `generate()` of those versions passes); not both."""
+    if past_key_values is None:
+        return cache
+    if cache is not None:
+        raise ValueError(f"{model_name}: pass the state as `cache` or as `past_key_values` (its older name), not both.")
+    return past_key_values
+
+
 def check_inputs(
     config: RANConfig, embedding_dtype: torch.dtype, input_ids, attention_mask, inputs_embeds, initial_cell
 ) -> torch.Tensor:

@@ -53,6 +53,7 @@ from .input_checks import (
     check_labels,
     check_sequence_labels,
     is_compiling,
+    resolve_cache_argument,
 )
 from .window_layout import RANWindowLayout, run_chain, run_chain_while_loop, window_chunks
 
@@ -783,8 +784,9 @@ class RANModelOutput(ModelOutput):
     cells (`torch.FloatTensor` of shape `(batch_size, num_windows, hidden_size)`):
         History `[c_1 .. c_n]` of the last layer (pre-residual cells); rows with fewer windows are zero after their
         last window. Causal mode: the cells of the windows this call finished, zero elsewhere.
-    past_key_values (`RANCache`, *optional*):
-        Causal mode with `use_cache`: the recurrent state to continue from.
+    cache (`RANCache`, *optional*):
+        Causal mode with `use_cache`: the recurrent state to continue from (also readable as `past_key_values`,
+        its name before Transformers 5.24).
     hidden_states (`tuple(torch.FloatTensor)`, *optional*):
         Embedding output and every layer's output, each `(batch_size, sequence_length, hidden_size)`.
     attentions (`tuple(torch.FloatTensor)`, *optional*):
@@ -798,10 +800,15 @@ class RANModelOutput(ModelOutput):
     pooler_output: torch.FloatTensor | None = None
     last_cell: torch.FloatTensor | None = None
     cells: torch.FloatTensor | None = None
-    past_key_values: "RANCache | None" = None
+    cache: "RANCache | None" = None
     hidden_states: tuple[torch.FloatTensor, ...] | None = None
     attentions: tuple[torch.FloatTensor, ...] | None = None
     memory_review_attentions: tuple[torch.FloatTensor, ...] | None = None
+
+    @property
+    def past_key_values(self) -> "RANCache | None":
+        """`cache` under the name Transformers used before 5.24."""
+        return self.cache
 
 
 class RANCache(Cache):
@@ -837,6 +844,13 @@ class RANCache(Cache):
 
     def get_max_length(self, layer_idx: int | None = None) -> int:
         return -1
+
+    @property
+    def is_linear(self) -> list[bool]:
+        """Per layer, whether the state is a pure recurrent (Mamba-like) one. RAN's also holds the open window's keys
+        and values, and counts the positions it has seen, so `generate()` (Transformers >= 5.24) slices a resumed
+        prompt by `get_seq_length()` as it does for attention caches."""
+        return [False] * max(1, len(self.states))
 
     def open_window_length(self) -> torch.Tensor | None:
         """(B,) tokens of each row's open window (the same in every layer), or None for an empty cache."""
@@ -905,11 +919,12 @@ class RANModel(RANPreTrainedModel):
         attention_mask: torch.Tensor | None = None,
         inputs_embeds: torch.FloatTensor | None = None,
         initial_cell: torch.FloatTensor | None = None,
-        past_key_values: "RANCache | None" = None,
+        cache: "RANCache | None" = None,
         use_cache: bool | None = None,
         output_hidden_states: bool | None = None,
         output_attentions: bool | None = None,
         return_dict: bool | None = None,
+        past_key_values: "RANCache | None" = None,
         **kwargs,
     ) -> RANModelOutput | tuple:
         r"""
@@ -926,12 +941,14 @@ class RANModel(RANPreTrainedModel):
             initial_cell (`torch.FloatTensor` of shape `(batch_size, hidden_size)`, *optional*):
                 Cell that seeds the first layer, per row (the authors' `with_cell`). A row of zeros means "none":
                 that row starts from the cell initializer.
-            past_key_values (`RANCache`, *optional*):
+            cache (`RANCache`, *optional*):
                 Causal mode only (`config.is_decoder=True`): the recurrent state left by earlier calls; the input
                 continues it. `attention_mask` may then cover the past and the new tokens (its last
                 `sequence_length` columns are used).
             use_cache (`bool`, *optional*):
-                Causal mode only: return the updated `RANCache` as `past_key_values`.
+                Causal mode only: return the updated `RANCache` as `cache`.
+            past_key_values (`RANCache`, *optional*):
+                The name of `cache` before Transformers 5.24 (what `generate()` of those versions passes).
 
         Causal mode differs from the bidirectional one: tokens attend causally inside their window, the cell row
         reads its whole window (so context crosses windows), there is no `min_window_size` merge, memory review of
@@ -946,12 +963,12 @@ class RANModel(RANPreTrainedModel):
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         causal = self.config.is_decoder
         check_export_path(causal)
-        cache = past_key_values
+        cache = resolve_cache_argument("RANModel", cache, past_key_values)
         if not causal and cache is not None:
-            raise ValueError("RANModel: `past_key_values` needs a causal model (`config.is_decoder=True`).")
+            raise ValueError("RANModel: `cache` needs a causal model (`config.is_decoder=True`).")
         if cache is not None and not isinstance(cache, RANCache):
             raise TypeError(
-                f"RANModel: `past_key_values` must be a RANCache (got {type(cache).__name__}); RAN keeps a recurrent "
+                f"RANModel: `cache` must be a RANCache (got {type(cache).__name__}); RAN keeps a recurrent "
                 "state, not per-token keys and values. Pass the cache a previous call returned, or None."
             )
         if attention_mask is not None and cache is not None and attention_mask.dim() == 2:
@@ -1005,7 +1022,7 @@ class RANModel(RANPreTrainedModel):
             pooler_output=pooler_output,
             last_cell=last_cell,
             cells=cells,
-            past_key_values=cache if use_cache else None,
+            cache=cache if use_cache else None,
             hidden_states=all_hidden_states,
             attentions=all_attentions,
             memory_review_attentions=all_reviews,
@@ -1246,6 +1263,11 @@ class RANForQuestionAnswering(RANPreTrainedModel):
         return output if _return_dict(return_dict, self.config) else output.to_tuple()
 
 
+# Transformers 5.24 renamed the generation state of its outputs from `past_key_values` to `cache`; `generate()` looks
+# for the installed version's name (remote code may run on either side of the rename)
+_CAUSAL_LM_CACHE_FIELD = "cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__ else "past_key_values"
+
+
 class RANForCausalLM(RANPreTrainedModel, GenerationMixin):
     """Causal RAN language model with an LM head tied to the input embeddings, and `generate()` on a constant-size
     recurrent cache ([`RANCache`]). The encoder runs in causal mode (see `RANModel.forward`) whatever
@@ -1282,26 +1304,29 @@ class RANForCausalLM(RANPreTrainedModel, GenerationMixin):
         attention_mask: torch.Tensor | None = None,
         inputs_embeds: torch.FloatTensor | None = None,
         labels: torch.LongTensor | None = None,
-        past_key_values: RANCache | None = None,
+        cache: RANCache | None = None,
         use_cache: bool | None = None,
         initial_cell: torch.FloatTensor | None = None,
         output_hidden_states: bool | None = None,
         output_attentions: bool | None = None,
         return_dict: bool | None = None,
         logits_to_keep: int = 0,
+        past_key_values: RANCache | None = None,
         **kwargs,
     ) -> CausalLMOutputWithPast | tuple:
         r"""
         labels (`torch.LongTensor` of shape `(batch_size, sequence_length)`, *optional*):
             The input ids themselves (the shift happens inside, Transformers style); -100 marks positions without
             a loss.
-        past_key_values (`RANCache`, *optional*): state to continue from; returned updated when `use_cache`.
+        cache (`RANCache`, *optional*): state to continue from; returned updated when `use_cache`.
         logits_to_keep (`int`, *optional*): compute logits for the last `logits_to_keep` positions only (0: all).
+        past_key_values (`RANCache`, *optional*): the name of `cache` before Transformers 5.24.
         """
         check_forward_kwargs(self, kwargs)
         outputs = self.ran(
             input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds, initial_cell=initial_cell,
-            past_key_values=past_key_values, use_cache=use_cache, output_hidden_states=output_hidden_states,
+            cache=resolve_cache_argument(type(self).__name__, cache, past_key_values), use_cache=use_cache,
+            output_hidden_states=output_hidden_states,
             output_attentions=output_attentions, return_dict=True,
         )
         hidden = outputs.last_hidden_state
@@ -1318,7 +1343,7 @@ class RANForCausalLM(RANPreTrainedModel, GenerationMixin):
         loss = None
         if labels is not None:
             loss = self.loss_function(logits, labels, vocab_size=self.config.vocab_size, **kwargs)
-        output = CausalLMOutputWithPast(loss=loss, logits=logits, past_key_values=outputs.past_key_values,
+        output = CausalLMOutputWithPast(loss=loss, logits=logits, **{_CAUSAL_LM_CACHE_FIELD: outputs.cache},
                                         hidden_states=outputs.hidden_states, attentions=outputs.attentions)
         return output if _return_dict(return_dict, self.config) else output.to_tuple()
 

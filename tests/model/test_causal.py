@@ -80,12 +80,12 @@ def test_token_by_token_and_chunked_prefill_equal_one_forward(dtype, tolerance):
         out = model(ids[:, :1], use_cache=True)
         steps = [out.logits]
         for t in range(1, ids.shape[1]):
-            out = model(ids[:, t : t + 1], past_key_values=out.past_key_values, use_cache=True)
+            out = model(ids[:, t : t + 1], cache=out.cache, use_cache=True)
             steps.append(out.logits)
         cache, chunks = None, []
         for start, end in [(0, 5), (5, 13), (13, 14), (14, 31), (31, 32), (32, 43)]:
-            out = model(ids[:, start:end], past_key_values=cache, use_cache=True)
-            cache = out.past_key_values
+            out = model(ids[:, start:end], cache=cache, use_cache=True)
+            cache = out.cache
             chunks.append(out.logits)
     assert float((torch.cat(steps, 1) - full).abs().max()) <= tolerance
     assert float((torch.cat(chunks, 1) - full).abs().max()) <= tolerance
@@ -173,8 +173,8 @@ def test_generate_resumes_from_a_cache_the_user_passes():
     model = make_lm()
     prompt = random_ids(1, 14, seed=8)
     with torch.no_grad():
-        cache = model(prompt[:, :-1], use_cache=True).past_key_values
-    resumed = model.generate(prompt, past_key_values=cache, do_sample=False, **GENERATE)
+        cache = model(prompt[:, :-1], use_cache=True).cache
+    resumed = model.generate(prompt, cache=cache, do_sample=False, **GENERATE)
     fresh = model.generate(prompt, do_sample=False, **GENERATE)
     assert torch.equal(resumed, fresh)
 
@@ -188,29 +188,29 @@ def test_cache_batch_operations_and_size():
     model = make_lm()
     ids = random_ids(3, 21, seed=9)
     with torch.no_grad():
-        cache = model(ids, use_cache=True).past_key_values
+        cache = model(ids, use_cache=True).cache
         next_ids = random_ids(3, 1, seed=10)
-        reference = model(next_ids, past_key_values=cache, use_cache=True).logits
+        reference = model(next_ids, cache=cache, use_cache=True).logits
 
-        cache = model(ids, use_cache=True).past_key_values
+        cache = model(ids, use_cache=True).cache
         cache.reorder_cache(torch.tensor([2, 0, 1]))
-        reordered = model(next_ids[[2, 0, 1]], past_key_values=cache, use_cache=True).logits
+        reordered = model(next_ids[[2, 0, 1]], cache=cache, use_cache=True).logits
         assert torch.equal(reordered, reference[[2, 0, 1]])
 
-        cache = model(ids, use_cache=True).past_key_values
+        cache = model(ids, use_cache=True).cache
         cache.batch_repeat_interleave(2)
         assert cache.batch_size == 6
-        repeated = model(next_ids.repeat_interleave(2, 0), past_key_values=cache, use_cache=True).logits
+        repeated = model(next_ids.repeat_interleave(2, 0), cache=cache, use_cache=True).logits
         assert torch.allclose(repeated, reference.repeat_interleave(2, 0), atol=1e-10, rtol=0)  # other batch size
 
-        cache = model(ids, use_cache=True).past_key_values
+        cache = model(ids, use_cache=True).cache
         cache.batch_select_indices(torch.tensor([1]))
-        selected = model(next_ids[1:2], past_key_values=cache, use_cache=True).logits
+        selected = model(next_ids[1:2], cache=cache, use_cache=True).logits
         assert torch.allclose(selected, reference[1:2], atol=1e-10, rtol=0)
 
     with torch.no_grad():
-        short = model(random_ids(1, 16, seed=1), use_cache=True).past_key_values
-        long = model(random_ids(1, 160, seed=1), use_cache=True).past_key_values
+        short = model(random_ids(1, 16, seed=1), use_cache=True).cache
+        long = model(random_ids(1, 160, seed=1), use_cache=True).cache
     # 18 more finished windows: only the review history grows (one key and value of D per window and layer)
     per_window = 2 * 2 * 32 * 8  # layers x (key + value) x D x bytes (float64)
     assert long.num_bytes() - short.num_bytes() == 18 * per_window
@@ -219,16 +219,29 @@ def test_cache_batch_operations_and_size():
 def test_cache_refuses_to_crop_and_bad_cache_types():
     model = make_lm()
     with torch.no_grad():
-        cache = model(random_ids(1, 12), use_cache=True).past_key_values
+        cache = model(random_ids(1, 12), use_cache=True).cache
     cache.crop(12)  # a no-op is fine
     with pytest.raises(ValueError, match="cannot be cropped"):
         cache.crop(5)
     from transformers import DynamicCache
 
     with pytest.raises(TypeError, match="must be a RANCache"):
-        model(random_ids(1, 3), past_key_values=DynamicCache(), use_cache=True)
+        model(random_ids(1, 3), cache=DynamicCache(), use_cache=True)
     with pytest.raises(ValueError, match="holds 1 rows"):
-        model(random_ids(2, 3), past_key_values=cache, use_cache=True)
+        model(random_ids(2, 3), cache=cache, use_cache=True)
+
+
+def test_cache_is_also_accepted_under_its_name_before_transformers_5_24():
+    model = make_lm()
+    ids = random_ids(1, 40)
+    with torch.no_grad():
+        cache = model(ids[:, :30], use_cache=True).cache
+        continued = model(ids[:, 30:], cache=cache, use_cache=True).logits
+        old_name_cache = model.ran(ids[:, :30], use_cache=True).past_key_values
+        old_name = model(ids[:, 30:], past_key_values=old_name_cache, use_cache=True).logits
+    torch.testing.assert_close(old_name, continued, rtol=0, atol=0)
+    with pytest.raises(ValueError, match="not both"):
+        model(ids[:, 30:], cache=cache, past_key_values=cache, use_cache=True)
 
 
 def test_causal_lm_save_load_keeps_ties_and_generates(tmp_path):

@@ -120,7 +120,7 @@ def test_forward_leaves_the_thread_count_alone(monkeypatch):
         with torch.no_grad():
             out = model(ids, attention_mask=mask, use_cache=True) if model_class is RANForCausalLM else None
             if out is not None:  # a decoding step too
-                model(ids[:, :1], past_key_values=out.past_key_values, use_cache=True)
+                model(ids[:, :1], cache=out.cache, use_cache=True)
             else:
                 model(ids, attention_mask=mask)
     assert calls == []

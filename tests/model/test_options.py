@@ -84,7 +84,7 @@ def test_memory_review_residual_causal_no_leak_and_incremental_equals_full():
         out = model(ids[:, :1], use_cache=True)
         steps = [out.logits]
         for t in range(1, ids.shape[1]):
-            out = model(ids[:, t: t + 1], past_key_values=out.past_key_values, use_cache=True)
+            out = model(ids[:, t: t + 1], cache=out.cache, use_cache=True)
             steps.append(out.logits)
     assert max_error(torch.cat(steps, 1), full) < 1e-10
 
