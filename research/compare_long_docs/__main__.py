@@ -168,6 +168,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--checkpoint_seconds", type=float, default=300,
                         help="save the run's state at least this often (and after every evaluation)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest for these sizes)")
+    parser.add_argument("--device", default="cpu",
+                        help="where the neural models train and predict: cpu, cuda or cuda:N (each run records it)")
     parser.add_argument("--tfidf_results", default=str(REPO / "docs" / "tfidf_baseline" / "results.json"),
                         help="research/tfidf_baseline's results.json, read into the table (not recomputed)")
     parser.add_argument("--report_only", action="store_true", help="only rebuild table.md from the runs")
@@ -184,6 +186,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         raise ValueError(f"--max_length must be at least {CHUNK} (the BERT baselines read 512-token chunks).")
     if not args.report_only and args.data_dir is None:
         raise ValueError(f"--data_dir is required: a folder holding {data_module.DATA_SOURCES}.")
+    try:
+        device = torch.device(args.device)
+    except RuntimeError as error:
+        raise ValueError(f"--device {args.device!r} is not a device name: use cpu, cuda or cuda:N.") from error
+    if device.type not in ("cpu", "cuda"):
+        raise ValueError(f"--device {args.device!r}: the comparison runs on cpu or cuda.")
+    if device.type == "cuda" and not args.report_only and not torch.cuda.is_available():
+        raise ValueError(f"--device {args.device}: PyTorch sees no CUDA device here; run with --device cpu.")
     return args
 
 

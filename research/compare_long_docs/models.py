@@ -47,7 +47,7 @@ class ChunkPoolClassifier(nn.Module):
         """chunk_ids/chunk_mask: (n_chunks, <=512) for all chunks of the batch; chunk_doc: (n_chunks,) their
         document index. Returns (num_docs, num_labels) logits."""
         cls = self.encoder(input_ids=chunk_ids, attention_mask=chunk_mask).last_hidden_state[:, 0]
-        summed = torch.zeros(num_docs, cls.shape[-1], dtype=cls.dtype).index_add_(0, chunk_doc, cls)
+        summed = torch.zeros(num_docs, cls.shape[-1], dtype=cls.dtype, device=cls.device).index_add_(0, chunk_doc, cls)
         counts = torch.bincount(chunk_doc, minlength=num_docs).clamp(min=1).unsqueeze(-1).to(cls.dtype)
         return self.classifier(self.dropout(summed / counts))
 
@@ -239,6 +239,11 @@ def make_batch(name: str, docs: list, cls_id: int, sep_id: int) -> dict:
         docs = [np.concatenate([np.asarray(ids)[: CHUNK - 1], [sep_id]]) if len(ids) > CHUNK else ids for ids in docs]
     input_ids = _pad(docs)
     return {"input_ids": input_ids, "attention_mask": (input_ids != 0).long()}
+
+
+def to_device(batch: dict, device: torch.device) -> dict:
+    """`batch` with its tensors on `device` (counts such as `num_docs` stay as they are)."""
+    return {k: v.to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
 
 
 def logits_of(model: nn.Module, name: str, batch: dict) -> torch.Tensor:

@@ -62,6 +62,19 @@ def _tfidf_row(record: dict) -> str:
             f"{record['seconds'] / 3600:.2f} |")
 
 
+def on_gpu(record: dict) -> bool:
+    """Whether a run trained on a GPU (records before `--device` existed ran on the CPU)."""
+    return record.get("device", "cpu") != "cpu"
+
+
+def _wall_cell(mine: list[dict]) -> str:
+    """Mean wall hours per run, the CPU runs' and the GPU runs' apart (their times are not comparable)."""
+    cpu = [r["wall_seconds"] / 3600 for r in mine if not on_gpu(r)]
+    gpu = [r["wall_seconds"] / 3600 for r in mine if on_gpu(r)]
+    cells = ([f"{np.mean(cpu):.2f}"] if cpu else []) + ([f"{np.mean(gpu):.2f} on GPU ({len(gpu)})"] if gpu else [])
+    return "; ".join(cells)
+
+
 def _model_row(name: str, mine: list[dict]) -> str:
     cells = [_mean_std([r[split][metric] for r in mine if r[split]["n"]]) for split, metric in METRICS]
     stops = [r["stopped"] for r in mine]
@@ -71,7 +84,7 @@ def _model_row(name: str, mine: list[dict]) -> str:
             f"| {_mean_std([r['dev_macro_f1'] for r in mine])} "
             f"| {np.mean([r['best_epoch'] for r in mine]):.1f} / {np.mean([r['epochs'] for r in mine]):.1f}{capped} "
             f"| {_count(np.mean([r['tokens_seen'] for r in mine]))}{unit} "
-            f"| {np.mean([r['wall_seconds'] for r in mine]) / 3600:.2f} |")
+            f"| {_wall_cell(mine)} |")
 
 
 def dataset_table(dataset: str, runs: list[dict], summary: dict, tfidf: dict | None) -> str:
@@ -112,10 +125,17 @@ def dataset_table(dataset: str, runs: list[dict], summary: dict, tfidf: dict | N
                         f"; it was tested on {theirs[0]} documents ({theirs[1]} / {theirs[2]}), not the sample above")
                      + ".")
     if runs:
-        total = sum(r["wall_seconds"] for r in runs) / 3600
+        cpu = [r for r in runs if not on_gpu(r)]
+        gpu = [r for r in runs if on_gpu(r)]
+        spent = ([f"{sum(r['wall_seconds'] for r in cpu) / 3600:.1f} h over the {len(cpu)} runs on the CPU"]
+                 if cpu else [])
+        if gpu:
+            names = sorted({r["device"] for r in gpu})
+            spent.append(f"{sum(r['wall_seconds'] for r in gpu) / 3600:.1f} h over the {len(gpu)} runs on a GPU "
+                         f"({', '.join(names)})")
         notes.append(f"Neural runs: accuracy and macro-F1 in %, mean ± std over seeds; tokens seen are the input "
                      f"positions trained on (sentences for the sentence models); wall time = training + dev "
-                     f"evaluations + test, {total:.1f} h over the {len(runs)} runs here.")
+                     f"evaluations + test, {' and '.join(spent)}.")
     parts.append("\n" + " ".join(notes) + "\n")
     return "\n".join(parts)
 

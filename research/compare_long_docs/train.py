@@ -30,7 +30,7 @@ from run_scripts.helpers.reports import classification_scores
 
 from .data import LONG
 from .models import INPUT_KEY, MINILM_MODELS, SENTENCE_MODELS, batch_tokens, build_model, logits_of, make_batch, \
-    parameter_count
+    parameter_count, to_device
 
 PROTOCOL = "early-stopping-v1"  # runs.jsonl records of this comparison (the fixed-budget ones have no such field)
 
@@ -95,19 +95,26 @@ def _special_ids(name: str, data: dict) -> tuple[int, int]:
     return data["cls_id"], data["sep_id"]
 
 
+def device_name(device: torch.device) -> str:
+    """What a run record says it ran on: "cpu", or the GPU's name."""
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+
+
 @torch.no_grad()
 def predict(model: nn.Module, name: str, docs: list, cls_id: int, sep_id: int, batch_size: int,
             counter: dict | None = None) -> np.ndarray:
-    """Predicted labels (batches of similar length); `counter["tokens"]` is increased by the input positions read."""
+    """Predicted labels (batches of similar length, on the model's device); `counter["tokens"]` is increased by the
+    input positions read."""
     model.eval()
+    device = next(model.parameters()).device
     order = np.argsort(-np.array([len(d) for d in docs]), kind="stable")
     predictions = np.zeros(len(docs), dtype=np.int64)
     for start in range(0, len(order), batch_size):
         idx = order[start: start + batch_size]
         batch = make_batch(name, [docs[i] for i in idx], cls_id, sep_id)
-        predictions[idx] = logits_of(model, name, batch).argmax(-1).numpy()
         if counter is not None:
             counter["tokens"] = counter.get("tokens", 0) + batch_tokens(batch)
+        predictions[idx] = logits_of(model, name, to_device(batch, device)).argmax(-1).cpu().numpy()
     return predictions
 
 
@@ -187,9 +194,10 @@ def train_run(name: str, seed: int, args, data: dict, run_dir: Path) -> dict:
     lengths = data["train"]["token_length"]
     n_train = len(train_labels)
 
+    device = torch.device(args.device)
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    model = build_model(name, args, data["vocab_size"], len(data["labels"]))
+    model = build_model(name, args, data["vocab_size"], len(data["labels"])).to(device)
     optimizer = _optimizer(model, name, setting)
     steps_per_epoch = math.ceil(n_train / args.batch_size)
     total = setting["max_epochs"] * steps_per_epoch
@@ -203,7 +211,7 @@ def train_run(name: str, seed: int, args, data: dict, run_dir: Path) -> dict:
     best_state = None
     path = run_dir / "checkpoint.pt"
     if path.is_file():
-        saved = torch.load(path, weights_only=True)
+        saved = torch.load(path, weights_only=True, map_location="cpu")
         if saved["setting"] != setting:
             changed = {k: (saved["setting"].get(k), v) for k, v in setting.items() if saved["setting"].get(k) != v}
             raise ValueError(f"{path} was written under another setting (saved, now): {changed}. Run with the "
@@ -213,6 +221,8 @@ def train_run(name: str, seed: int, args, data: dict, run_dir: Path) -> dict:
         schedule.load_state_dict(saved["schedule"])
         stopper.load_state_dict(saved["stopper"])
         torch.set_rng_state(saved["torch_rng"])
+        if device.type == "cuda" and saved.get("cuda_rng") is not None:
+            torch.cuda.set_rng_state(saved["cuda_rng"], device)
         rng.bit_generator.state = saved["numpy_rng"]
         best_state = saved["best_state"]
         state = saved["state"]
@@ -226,6 +236,7 @@ def train_run(name: str, seed: int, args, data: dict, run_dir: Path) -> dict:
         save_checkpoint(path, {
             "setting": setting, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
             "schedule": schedule.state_dict(), "stopper": stopper.state_dict(), "torch_rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
             "numpy_rng": rng.bit_generator.state, "best_state": best_state,
             "state": {**state, "batches": [b.tolist() for b in state["batches"]]}})
 
@@ -241,10 +252,11 @@ def train_run(name: str, seed: int, args, data: dict, run_dir: Path) -> dict:
             state["epoch"] += 1
         idx = state["batches"].pop()
         batch = make_batch(name, [train_docs[i] for i in idx], cls_id, sep_id)
-        loss = train_step(model, name, batch, torch.from_numpy(train_labels[idx]), optimizer, schedule)
+        state["tokens"] += batch_tokens(batch)
+        loss = train_step(model, name, to_device(batch, device), torch.from_numpy(train_labels[idx]).to(device),
+                          optimizer, schedule)
         state["step"] += 1
         state["documents"] += len(idx)
-        state["tokens"] += batch_tokens(batch)
         state["loss_sum"] += loss
         state["loss_count"] += 1
         last_of_cap = not state["batches"] and state["epoch"] == setting["max_epochs"]
@@ -289,6 +301,7 @@ def train_run(name: str, seed: int, args, data: dict, run_dir: Path) -> dict:
     best = state["history"][stopper.best_evaluation - 1]
     return {
         "protocol": PROTOCOL, "model": name, "seed": seed, "params": parameter_count(model),
+        "device": device_name(device),
         "setting": setting, "tokenizer": data["tokenizer"], "stopped": state["stopped"], "evaluations": len(state["history"]),
         "epochs": round(state["documents"] / n_train, 3), "best_epoch": best["epoch"],
         "documents_seen": state["documents"], "best_documents": best["documents"], "tokens_seen": state["tokens"],

@@ -218,7 +218,7 @@ def test_gradient_checkpointing_gives_the_same_gradients():
 
 def test_dropout_is_active_in_training_only():
     torch.manual_seed(0)
-    model = RANModel(tiny_config(hidden_dropout_prob=0.2, attention_probs_dropout_prob=0.2))
+    model = RANModel(tiny_config(hidden_dropout_prob=0.2, attention_probs_dropout_prob=0.2)).to(DEVICE)
     ids = documents([30], seed=8)[0][None]
     model.train()
     with torch.no_grad():

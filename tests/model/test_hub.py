@@ -207,10 +207,15 @@ def test_device_map_auto_and_no_split_modules(saved):
     _, ids, mask, result = saved
     _, path, expected = result[RANForMaskedLM]
     model = RANForMaskedLM.from_pretrained(path, device_map="auto")
-    assert {p.device.type for p in model.parameters()} == {"cpu"}
+    # a tiny model fits whole on the first accelerator, or on the CPU when there is none
+    assert {p.device.type for p in model.parameters()} == {"cuda" if torch.cuda.is_available() else "cpu"}
     assert model.lm_head.decoder.weight is model.ran.embeddings.word_embeddings.weight
-    for name, value in outputs_of(model, ids, mask).items():
-        assert torch.equal(value, expected[name]), name
+    device = model.device
+    for name, value in outputs_of(model, ids.to(device), mask.to(device)).items():
+        if device.type == "cpu":
+            assert torch.equal(value, expected[name]), name
+        else:
+            torch.testing.assert_close(value.cpu(), expected[name], rtol=1e-4, atol=1e-5, msg=name)
 
     # what device_map="auto" does with several small devices: no RANLayer / RANEmbeddings is ever split
     assert {"RANLayer", "RANEmbeddings"} <= set(model._no_split_modules)

@@ -67,8 +67,8 @@ def test_fill_mask_sees_a_mask_far_beyond_512_tokens(saved_dirs):
 
     predictions = fill(text, top_k=3)
     assert lengths == [2003]  # the whole document, not 512 tokens
-    with torch.no_grad():
-        probs = fill.model(**encoded).logits[0, position].softmax(-1)
+    with torch.no_grad():  # (the pipeline puts the model on a GPU when there is one)
+        probs = fill.model(**encoded.to(fill.model.device)).logits[0, position].softmax(-1).cpu()
     top = probs.topk(3)
     assert [p["token"] for p in predictions] == top.indices.tolist()
     torch.testing.assert_close(torch.tensor([p["score"] for p in predictions]), top.values, rtol=1e-5, atol=1e-6)
@@ -82,10 +82,10 @@ def test_text_classification_reads_the_whole_document(saved_dirs):
     scores = {s["label"]: s["score"] for s in classify(text, top_k=None)}
     assert lengths == [3002]
     model = classify.model
-    ids = classify.tokenizer(text, return_tensors="pt")["input_ids"]
+    ids = classify.tokenizer(text, return_tensors="pt")["input_ids"].to(model.device)
     with torch.no_grad():
-        full = model(ids).logits[0].softmax(-1)
-        first_512 = model(ids[:, :512]).logits[0].softmax(-1)
+        full = model(ids).logits[0].softmax(-1).cpu()
+        first_512 = model(ids[:, :512]).logits[0].softmax(-1).cpu()
     got = torch.tensor([scores[LABELS[i]] for i in range(2)])
     torch.testing.assert_close(got, full, rtol=1e-5, atol=1e-6)
     assert float((full - first_512).abs().max()) > 1e-4  # the tail of the document matters, so the check can fail
