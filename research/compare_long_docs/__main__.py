@@ -50,6 +50,9 @@ which is, per dataset, `nohup python -m research.compare_long_docs --data_dir DA
 
     python -m research.compare_long_docs --report_only --output_dir outputs/compare_converge
 
+Runs made in other output folders (one process per run, or on a GPU machine) join a table with `--merge_from DIR
+[DIR ...]`, which appends the finished runs the output folder lacks and rebuilds the table.
+
 README.md next to this file has the details and the cost estimate (estimate.py).
 """
 
@@ -173,8 +176,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--tfidf_results", default=str(REPO / "docs" / "tfidf_baseline" / "results.json"),
                         help="research/tfidf_baseline's results.json, read into the table (not recomputed)")
     parser.add_argument("--report_only", action="store_true", help="only rebuild table.md from the runs")
+    parser.add_argument("--merge_from", nargs="+", default=[], metavar="DIR",
+                        help="output folders of other processes or machines: add their finished runs that "
+                             "--output_dir lacks, then rebuild table.md (trains nothing)")
     args = parser.parse_args(argv)
     args.sentence_dim = 384
+    args.report_only = args.report_only or bool(args.merge_from)
+    for folder in args.merge_from:
+        if not Path(folder).is_dir():
+            raise ValueError(f"--merge_from: {folder} is not a folder (give output folders of the comparison).")
     for flag in ("batch_size", "eval_docs", "patience", "max_epochs", "sentence_max_epochs", "hidden_size",
                  "max_length", "window_size"):
         if getattr(args, flag) < 1:
@@ -205,6 +215,8 @@ def main(argv: list[str] | None = None) -> str:
         for dataset in args.datasets:
             run_dataset(dataset, args, output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
+    for line in report_module.merge_runs([Path(d) for d in args.merge_from], output_dir):
+        print(line)
     table = report_module.report(output_dir, Path(args.tfidf_results) if args.tfidf_results else None)
     print(table)
     return table

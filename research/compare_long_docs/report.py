@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from run_scripts.helpers.reports import read_result_log
+from run_scripts.helpers.reports import append_result, read_result_log
 
 from .data import DATASETS
 from .models import MODEL_NAMES, MODELS, SENTENCE_MODELS
@@ -41,6 +41,31 @@ def read_runs(output_dir: Path, dataset: str) -> list[dict]:
         if run.get("protocol") == PROTOCOL:
             runs.setdefault((run["model"], run["seed"]), run)
     return list(runs.values())
+
+
+def merge_runs(sources: list[Path], output_dir: Path) -> list[str]:
+    """Append to `output_dir`'s runs the finished runs of other output folders (separate processes, another
+    machine) that `output_dir` lacks, a (model, seed) once; a dataset's `data.json` is taken when `output_dir`
+    has none. Returns one line per run taken or skipped."""
+    lines = []
+    for dataset in DATASETS:
+        have = {(r["model"], r["seed"]) for r in read_runs(output_dir, dataset)}
+        for source in sources:
+            if Path(source).resolve() == Path(output_dir).resolve():
+                raise ValueError(f"--merge_from: {source} is --output_dir itself.")
+            for run in read_runs(Path(source), dataset):
+                key = (run["model"], run["seed"])
+                if key in have:
+                    lines.append(f"{dataset} {run['model']} seed {run['seed']}: already there, {source}'s skipped")
+                    continue
+                (output_dir / dataset).mkdir(parents=True, exist_ok=True)
+                append_result(output_dir / dataset / "runs.jsonl", run)
+                have.add(key)
+                lines.append(f"{dataset} {run['model']} seed {run['seed']}: taken from {source}")
+            summary = Path(source) / dataset / "data.json"
+            if summary.is_file() and not (output_dir / dataset / "data.json").is_file():
+                (output_dir / dataset / "data.json").write_text(summary.read_text())
+    return lines
 
 
 def read_tfidf(path: Path | None) -> dict:

@@ -360,3 +360,25 @@ def test_table_keeps_gpu_wall_time_apart_from_cpu_wall_time():
     assert report._wall_cell([cpu, dict(cpu, device="cpu")]) == "2.00"
     assert report._wall_cell([cpu, gpu, gpu]) == "2.00; 0.10 on GPU (2)"
     assert report._wall_cell([gpu]) == "0.10 on GPU (1)"
+
+
+def test_merge_from_other_output_folders_rebuilds_the_same_table(tmp_path):
+    """Runs made in separate folders (one process per run, a GPU machine) merged into one give the table of all."""
+    runs = (data.REPO / "docs" / "compare_converge" / "20newsgroups" / "runs.jsonl").read_text().splitlines()
+    summary = (data.REPO / "docs" / "compare_converge" / "20newsgroups" / "data.json").read_text()
+    whole, first, second = tmp_path / "whole", tmp_path / "first", tmp_path / "second"
+    for folder, lines in ((whole, runs), (first, runs[:5]), (second, runs[3:])):  # runs 3-4 in both
+        (folder / "20newsgroups").mkdir(parents=True)
+        (folder / "20newsgroups" / "runs.jsonl").write_text("\n".join(lines) + "\n")
+        (folder / "20newsgroups" / "data.json").write_text(summary)
+    merged = tmp_path / "merged"
+    main(["--output_dir", str(merged), "--merge_from", str(first), str(second), "--tfidf_results", str(TFIDF)])
+    assert len((merged / "20newsgroups" / "runs.jsonl").read_text().splitlines()) == len(runs)
+    main(["--output_dir", str(whole), "--report_only", "--tfidf_results", str(TFIDF)])
+    assert (merged / "table.md").read_text() == (whole / "table.md").read_text()
+    main(["--output_dir", str(merged), "--merge_from", str(second), "--tfidf_results", str(TFIDF)])
+    assert len((merged / "20newsgroups" / "runs.jsonl").read_text().splitlines()) == len(runs)  # nothing twice
+    with pytest.raises(ValueError, match="--merge_from"):
+        main(["--output_dir", str(merged), "--merge_from", str(tmp_path / "absent")])
+    with pytest.raises(ValueError, match="--merge_from"):
+        main(["--output_dir", str(merged), "--merge_from", str(merged)])
