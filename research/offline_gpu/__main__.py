@@ -6,13 +6,14 @@ call returns, with every process on it. Four steps, each a subcommand; the first
 two there:
 
     # here: the datasets (re-compressed with xz, about 35% smaller than gzip), extra folders copied with their
-    # symbolic links resolved, and the wheels of packages the machine lacks, at the versions installed here
+    # symbolic links resolved, and the wheels of packages the machine lacks, at the versions installed here; then
+    # the jobs, one shell command per line, in the bundle's jobs.txt
     python -m research.offline_gpu pack --data_dir DATA --datasets imdb 20newsgroups --wheels transformers datasets
 
-    # there: install the wheels and unpack the data inside the bundle, then start every line of JOBS (a shell
-    # command; "{data_dir}" stands for the unpacked data, "{bundle}" for the bundle) in its own process session,
-    # so it outlives the call that started it
-    python -m research.offline_gpu start --jobs JOBS --wait 540
+    # there: install the wheels and unpack the data inside the bundle, then start every line of jobs.txt
+    # ("{data_dir}" stands for the unpacked data, "{bundle}" for the bundle) in its own process session, so that
+    # it outlives the call that started it
+    python -m research.offline_gpu start --wait 540
 
     # there, in the same call or a later one: wait for the jobs, then pack their folders for the trip back,
     # without checkpoints and weights, in parts small enough to come back (at most 15 MiB each)
@@ -150,6 +151,8 @@ def install_wheels(bundle: Path) -> Path | None:
 
 def read_jobs(path: Path) -> list[str]:
     """One shell command per line; blank lines and lines starting with # are skipped."""
+    if not path.is_file():
+        raise FileNotFoundError(f"--jobs: {path} does not exist (write one shell command per line there).")
     jobs = [line.strip() for line in path.read_text().splitlines()]
     jobs = [job for job in jobs if job and not job.startswith("#")]
     if not jobs:
@@ -261,7 +264,9 @@ def main(argv: list[str] | None = None) -> None:
                       help="packages to take as wheels: NAME (the version installed here) or NAME==VERSION")
     pack.add_argument("--python_version", default="3.12", help="of the GPU machine's Python, for the wheels")
     start = commands.add_parser("start", help="there: install, unpack and start the jobs")
-    start.add_argument("--jobs", type=Path, required=True, help="a file of shell commands, one per line")
+    start.add_argument("--jobs", type=Path, default=None,
+                       help="a file of shell commands, one per line (default: the bundle's jobs.txt, which travels "
+                            "with it)")
     start.add_argument("--wait", type=float, default=0.0, help="then wait this many seconds for them")
     wait = commands.add_parser("wait", help="there: wait for the jobs and print their state")
     wait.add_argument("--seconds", type=float, default=0.0)
@@ -282,7 +287,7 @@ def main(argv: list[str] | None = None) -> None:
             download_wheels(args.wheels, args.bundle, args.python_version)
         print(f"{args.bundle}: {_size_mib(args.bundle):.1f} MiB (the repository travels too; the limit is on both)")
     elif args.command == "start":
-        jobs = read_jobs(args.jobs)
+        jobs = read_jobs(args.jobs if args.jobs is not None else args.bundle / "jobs.txt")
         site = install_wheels(args.bundle)
         data_dir = unpack_data(args.bundle) if (args.bundle / "packed").is_dir() else args.bundle / "data"
         for record in start_jobs(jobs, args.log_dir, args.bundle, data_dir, site):

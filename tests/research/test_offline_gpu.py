@@ -116,3 +116,17 @@ def test_results_come_back_without_weights_in_small_enough_parts(tmp_path):
     assert "run/model.safetensors" in kept and "run/checkpoint-10/optimizer.pt" in kept
     with pytest.raises(FileNotFoundError, match="collect"):
         offline.collect([tmp_path / "absent"], tmp_path / "out")
+
+
+def test_the_command_line_starts_the_bundles_jobs_and_collects(tmp_path, capsys):
+    bundle, logs, result = tmp_path / "bundle", tmp_path / "logs", tmp_path / "result"
+    offline.main(["--bundle", str(bundle), "pack", "--data_dir", str(_dataset(tmp_path)), "--datasets", "toy"])
+    (bundle / "jobs.txt").write_text(f"mkdir -p {result} && zcat {{data_dir}}/toy/train.jsonl.gz | wc -l > {result}/n\n")
+    offline.main(["--bundle", str(bundle), "--log_dir", str(logs), "start", "--wait", "60"])
+    assert "job0 [exit 0]" in capsys.readouterr().out and (result / "n").read_text().strip() == "500"
+    offline.main(["--bundle", str(bundle), "--log_dir", str(logs), "collect", "--out", str(tmp_path / "out"),
+                  str(result)])
+    assert sorted(_untar([tmp_path / "out" / "results.tar.gz"])) == ["logs/job0.log", "logs/job0.rc",
+                                                                      "logs/jobs.json", "result/n"]
+    with pytest.raises(FileNotFoundError, match="--jobs"):
+        offline.main(["--bundle", str(tmp_path / "empty"), "--log_dir", str(logs), "start"])
