@@ -66,7 +66,8 @@ def pack_data(data_dir: Path, datasets: list[str], bundle: Path) -> list[Path]:
     for name in datasets:
         source = data_dir / name
         if not source.is_dir():
-            raise FileNotFoundError(f"--datasets: {source} is not a folder; --data_dir must hold one folder per dataset.")
+            raise FileNotFoundError(f"--datasets: {source} is not a folder; --data_dir must hold one folder per "
+                                    f"dataset.")
         target = bundle / "packed" / name
         target.mkdir(parents=True, exist_ok=True)
         for path in sorted(p for p in source.iterdir() if p.is_file()):
@@ -126,7 +127,8 @@ def pinned(requirement: str) -> str:
     try:
         return f"{requirement}=={importlib.metadata.version(requirement)}"
     except importlib.metadata.PackageNotFoundError:
-        raise ValueError(f"--wheels: {requirement} is not installed here; name its version ({requirement}==X).") from None
+        raise ValueError(f"--wheels: {requirement} is not installed here; name its version "
+                         f"({requirement}==X).") from None
 
 
 def download_wheels(requirements: list[str], bundle: Path, python_version: str) -> None:

@@ -30,7 +30,8 @@ def test_data_comes_back_unchanged_after_packing(tmp_path):
     written = offline.pack_data(data_dir, ["toy"], bundle)
     assert sorted(p.name for p in written) == ["labels.txt", "train.jsonl.xz"]
     unpacked = offline.unpack_data(bundle)
-    assert gzip.open(unpacked / "toy" / "train.jsonl.gz").read() == gzip.open(data_dir / "toy" / "train.jsonl.gz").read()
+    original = gzip.open(data_dir / "toy" / "train.jsonl.gz").read()
+    assert gzip.open(unpacked / "toy" / "train.jsonl.gz").read() == original
     assert (unpacked / "toy" / "labels.txt").read_text() == "a\nb\nc\n"
     with pytest.raises(FileNotFoundError, match="--datasets"):
         offline.pack_data(data_dir, ["absent"], bundle)
@@ -68,14 +69,15 @@ def test_jobs_run_in_their_own_session_and_record_their_exit(tmp_path):
     jobs = tmp_path / "jobs.txt"
     jobs.write_text(f"# a comment\n\nmkdir -p {out} && echo $HF_HUB_OFFLINE {{data_dir}} > {out}/ran.txt && sleep 1\n"
                     "echo failing; exit 3\n"
-                    f"python -c 'import sys, research.offline_gpu; print(sys.executable)' > {out}/python.txt\n")
+                    f"mkdir -p {out} && python -c 'import sys, research.offline_gpu; print(sys.prefix)'"
+                    f" > {out}/python.txt\n")
     log_dir = tmp_path / "logs"
     started = offline.start_jobs(offline.read_jobs(jobs), log_dir, tmp_path / "bundle", tmp_path / "D", None)
     assert len(started) == 3 and os.getsid(started[0]["pid"]) == started[0]["pid"]  # a session of its own
     states = offline.wait_for_jobs(log_dir, seconds=60, poll=0.1)
     assert [s["exit"] for s in states] == [0, 3, 0] and states[1]["last_line"] == "failing"
     assert (out / "ran.txt").read_text() == f"1 {tmp_path / 'D'}\n"
-    assert (out / "python.txt").read_text().strip() == sys.executable  # `python` is the starter's interpreter
+    assert (out / "python.txt").read_text().strip() == sys.prefix  # `python` is the starter's environment
     # a later start adds jobs after the earlier ones
     jobs.write_text("true\n")
     offline.start_jobs(offline.read_jobs(jobs), log_dir, tmp_path / "bundle", tmp_path / "D", None)
@@ -121,7 +123,8 @@ def test_results_come_back_without_weights_in_small_enough_parts(tmp_path):
 def test_the_command_line_starts_the_bundles_jobs_and_collects(tmp_path, capsys):
     bundle, logs, result = tmp_path / "bundle", tmp_path / "logs", tmp_path / "result"
     offline.main(["--bundle", str(bundle), "pack", "--data_dir", str(_dataset(tmp_path)), "--datasets", "toy"])
-    (bundle / "jobs.txt").write_text(f"mkdir -p {result} && zcat {{data_dir}}/toy/train.jsonl.gz | wc -l > {result}/n\n")
+    (bundle / "jobs.txt").write_text(f"mkdir -p {result} && zcat {{data_dir}}/toy/train.jsonl.gz | wc -l"
+                                     f" > {result}/n\n")
     offline.main(["--bundle", str(bundle), "--log_dir", str(logs), "start", "--wait", "60"])
     assert "job0 [exit 0]" in capsys.readouterr().out and (result / "n").read_text().strip() == "500"
     offline.main(["--bundle", str(bundle), "--log_dir", str(logs), "collect", "--out", str(tmp_path / "out"),
