@@ -185,6 +185,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for folder in args.merge_from:
         if not Path(folder).is_dir():
             raise ValueError(f"--merge_from: {folder} is not a folder (give output folders of the comparison).")
+        if Path(folder).resolve() == Path(args.output_dir).resolve():
+            raise ValueError(f"--merge_from: {folder} is --output_dir itself.")
     for flag in ("batch_size", "eval_docs", "patience", "max_epochs", "sentence_max_epochs", "hidden_size",
                  "max_length", "window_size"):
         if getattr(args, flag) < 1:

@@ -51,8 +51,6 @@ def merge_runs(sources: list[Path], output_dir: Path) -> list[str]:
     for dataset in DATASETS:
         have = {(r["model"], r["seed"]) for r in read_runs(output_dir, dataset)}
         for source in sources:
-            if Path(source).resolve() == Path(output_dir).resolve():
-                raise ValueError(f"--merge_from: {source} is --output_dir itself.")
             for run in read_runs(Path(source), dataset):
                 key = (run["model"], run["seed"])
                 if key in have:
