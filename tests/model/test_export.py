@@ -82,7 +82,11 @@ def test_torch_export_with_a_dynamic_length_matches_eager(model_class, one_threa
     for ids, mask in cases():
         with torch.no_grad():
             expected = model(ids, attention_mask=mask)[0]
-        torch.testing.assert_close(exported(ids, attention_mask=mask)[0], expected, atol=1e-5, rtol=0)
+        # the masked-LM logits reach |20| and sum products of that size, so the exported graph's fp32 rounding
+        # differs from eager's by up to 1.4e-5 on some CPUs (measured on an AMD EPYC), small logits included:
+        # the tolerance scales with the largest logit, still far below a real error
+        scale = max(1.0, expected.abs().max().item())
+        torch.testing.assert_close(exported(ids, attention_mask=mask)[0], expected, atol=1e-5 * scale, rtol=0)
 
 
 def test_onnx_export_matches_pytorch_in_onnxruntime(model, tmp_path, one_thread):
