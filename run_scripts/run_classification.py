@@ -410,6 +410,7 @@ def main(argv: list[str] | None = None) -> dict:
         train_dataset=tokenized["train"].remove_columns(["line", "full_length"]) if "train" in tokenized else None,
         eval_dataset=eval_dataset, processing_class=tokenizer,
         data_collator=DataCollatorWithPadding(tokenizer), compute_metrics=compute_metrics,
+        save_every_minutes=model_args.save_every_minutes,
     )
 
     results: dict = {"length_statistics": length_stats, "labels": label_list, "multi_label": multi}

@@ -348,7 +348,8 @@ def main(argv: list[str] | None = None) -> dict:
     eval_dataset = sort_by_length(encoded["validation"])[0] if "validation" in encoded else None
     trainer = RANTrainer(model=model, args=training_args, train_dataset=encoded.get("train"),
                          eval_dataset=eval_dataset, processing_class=tokenizer,
-                         data_collator=DataCollatorForTokenClassification(tokenizer), compute_metrics=compute_metrics)
+                         data_collator=DataCollatorForTokenClassification(tokenizer), compute_metrics=compute_metrics,
+                         save_every_minutes=model_args.save_every_minutes)
 
     results: dict = {"labels": label_list, "length_statistics": stats}
     if training_args.do_train:

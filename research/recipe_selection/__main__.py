@@ -8,7 +8,7 @@ seed). A candidate is scored by its dev macro-F1 (the best epoch's, as the job i
 seeds; test metrics are recorded for the report but play no part in the choice. Runs go one torch thread each,
 `--parallel` at a time; a finished run (test metrics in its `all_results.json`) is not run again, a run still
 alive from an earlier driver (its `pid` file names a live process) is waited for, and a run that was stopped
-continues from its newest epoch checkpoint, so the command resumes.
+continues from its newest checkpoint (one every 15 minutes of training, and one per epoch), so the command resumes.
 
 `--dataset 20newsgroups` or `imdb` (with `--data_dir`, the folder holding `<dataset>/train.jsonl.gz` and
 `test.jsonl.gz`) runs the same job on that dataset's full train split (dev: a stratified 10% of it, drawn by the
@@ -149,10 +149,12 @@ class Adopted:
 
 
 def run_command(output_dir: Path, candidate: str, seed: int, data_flags: list[str]) -> list[str]:
-    """The run's command line; it continues from the newest epoch checkpoint of a stopped run."""
+    """The run's command line: a checkpoint every 15 minutes of training besides each epoch's, and a stopped run
+    continues from its newest checkpoint."""
     out = run_dir(output_dir, candidate, seed)
     command = [sys.executable, "run_scripts/run_classification.py", "--seed", str(seed), "--output_dir", str(out),
-               "--disable_tqdm", "True", "--save_total_limit", "1", *data_flags, *CANDIDATES[candidate]]
+               "--disable_tqdm", "True", "--save_total_limit", "1", "--save_every_minutes", "15", *data_flags,
+               *CANDIDATES[candidate]]
     if any(path.is_dir() for path in out.glob("checkpoint-*")):
         command += ["--resume_from_checkpoint", "last"]
     return command

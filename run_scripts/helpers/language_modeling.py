@@ -237,7 +237,8 @@ def main(argv: Sequence[str] | None, causal: bool) -> dict:
                                       "preprocess_logits_for_metrics": masked_predictions}
     trainer = RANTrainer(model=model, args=training_args, train_dataset=data.get("train") if training_args.do_train
                          else None, eval_dataset=data.get("validation"), processing_class=tokenizer,
-                         data_collator=collator, **metric_hooks)
+                         data_collator=collator, save_every_minutes=model_args.save_every_minutes,
+                         **metric_hooks)
     results: dict = {}
     if training_args.do_train:
         block_count = {} if streamed else {"train_blocks": len(data["train"])}  # a stream has no length

@@ -64,6 +64,20 @@ class RANModelArguments:
                           "jobs. Raise it for wide models (hidden 512 and more) or long --block_size."},
     )
 
+    save_every_minutes: float = field(
+        default=0.0,
+        metadata={"help": "Also write a checkpoint (without evaluating) whenever this many minutes of training have "
+                          "passed since the last checkpoint, so that a run stopped mid-epoch continues from near "
+                          "where it stopped with --resume_from_checkpoint last. 0 (the default): only the "
+                          "checkpoints of --save_strategy. These checkpoints count towards --save_total_limit; the "
+                          "best one (--load_best_model_at_end) is always kept."},
+    )
+
+    def __post_init__(self):
+        if not self.save_every_minutes >= 0:  # (also catches NaN)
+            raise ValueError(f"--save_every_minutes must be 0 (off) or a positive number of minutes, got "
+                             f"{self.save_every_minutes}.")
+
     def parsed_config_overrides(self) -> dict:
         """`--config_overrides` as a dict, values typed like RANConfig's defaults."""
         if not self.config_overrides:

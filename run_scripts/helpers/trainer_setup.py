@@ -4,6 +4,7 @@ the evaluation switches, the Trainer subclass, and ordering evaluation data by l
 
 from __future__ import annotations
 
+import base64
 import logging
 import os
 import sys
@@ -17,6 +18,7 @@ import torch
 import transformers
 from transformers import Trainer, TrainerCallback, TrainingArguments
 from transformers.trainer_callback import ExportableState
+from transformers.trainer_pt_utils import safe_globals
 from transformers.trainer_utils import IntervalStrategy, get_last_checkpoint
 
 
@@ -190,14 +192,106 @@ class TrainingClock(TrainerCallback, ExportableState):
         return {"args": {}, "attributes": {"seconds": self.seconds()}}
 
 
+class TimedCheckpoints(TrainerCallback):
+    """Asks Trainer for a checkpoint once `minutes` of training have passed since the last checkpoint (of any kind)
+    or since training began, so a long epoch is not lost when the process is stopped. The checkpoint is a plain
+    Trainer checkpoint: no evaluation, and `--resume_from_checkpoint` continues from it mid-epoch."""
+
+    def __init__(self, minutes: float, clock=time.monotonic):
+        if not minutes > 0:
+            raise ValueError(f"TimedCheckpoints needs minutes > 0, got {minutes}.")
+        self.seconds, self.clock = 60.0 * minutes, clock
+        self.since = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.since = self.clock()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.since is not None and self.clock() - self.since >= self.seconds:
+            control.should_save = True
+
+    def on_save(self, args, state, control, **kwargs):
+        self.since = self.clock()
+
+
+def sized_length(loader) -> int | None:
+    """len(loader), or None for a loader over an iterable dataset (or no loader)."""
+    try:
+        return len(loader)
+    except TypeError:
+        return None
+
+
+class EpochStartRandomState(TrainerCallback, ExportableState):
+    """Lets a run resumed from a mid-epoch checkpoint see the rest of that epoch's batches in the order the
+    uninterrupted run saw them.
+
+    The length-grouped sampler (`--train_sampling_strategy group_by_length`, the classification default) shuffles
+    with torch's global generator when an epoch's batch iterator is created. Resuming at an epoch boundary, Trainer
+    puts the checkpoint's generator state back before that, so the order matches; resuming mid-epoch, it does so only
+    after the iterator exists, so the rest of the epoch would come from another shuffle. This callback stores the
+    generator state each epoch began with in every checkpoint (`stateful_callbacks` of `trainer_state.json`), and
+    on resuming mid-epoch puts it back before the iterator is created; Trainer then restores the checkpoint's own
+    state after skipping the trained batches, as it always does. Single-process training only."""
+
+    def __init__(self):
+        self.epoch_start: torch.Tensor | None = None  # torch's CPU generator state when this epoch began
+        self.stored: torch.Tensor | None = None  # the same, read from the checkpoint being resumed
+        self.resume_from: str | None = None  # that checkpoint's folder (set by RANTrainer.train)
+        self.first_epoch = True
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        stored = state.stateful_callbacks.get(type(self).__name__) if state.global_step > 0 else None
+        if isinstance(stored, list):
+            stored = stored[-1] if stored else None
+        encoded = stored["attributes"].get("torch_cpu_state") if stored else None
+        self.stored = torch.frombuffer(bytearray(base64.b64decode(encoded)), dtype=torch.uint8) if encoded else None
+        self.first_epoch = True
+        state.stateful_callbacks.setdefault(type(self).__name__, self.state())
+
+    def on_epoch_begin(self, args, state, control, train_dataloader=None, **kwargs):
+        resumed, self.first_epoch = self.first_epoch and state.global_step > 0, False
+        batches = sized_length(train_dataloader)  # None for a streamed dataset (its shuffle is seeded by itself)
+        if resumed and batches is not None and args.world_size == 1 and not args.ignore_data_skip:
+            accumulation = args.gradient_accumulation_steps
+            steps_per_epoch = max(batches // accumulation + int(batches % accumulation > 0), 1)
+            if state.global_step % steps_per_epoch == 0:  # Trainer loads the checkpoint's state before shuffling
+                rng_file = os.path.join(self.resume_from or "", "rng_state.pth")
+                if self.resume_from and os.path.isfile(rng_file):
+                    with safe_globals():  # (the file holds numpy's state too)
+                        self.epoch_start = torch.load(rng_file, weights_only=True)["cpu"]
+                    return
+            elif self.stored is not None:
+                torch.random.set_rng_state(self.stored)
+            else:
+                logger.warning("The checkpoint does not record the random state its epoch began with (it predates "
+                               "that record), so the rest of this epoch is shuffled anew.")
+        self.epoch_start = torch.random.get_rng_state()
+
+    def state(self) -> dict:
+        encoded = None if self.epoch_start is None else base64.b64encode(self.epoch_start.numpy().tobytes()).decode()
+        return {"args": {}, "attributes": {"torch_cpu_state": encoded}}
+
+
 class RANTrainer(Trainer):
     """Trainer whose evaluation and prediction read the dataset in order (even with
-    `train_sampling_strategy=group_by_length`), so predictions line up with the examples, and whose
-    `training_clock` counts the training time of every process of a resumed run."""
+    `train_sampling_strategy=group_by_length`), so predictions line up with the examples, whose
+    `training_clock` counts the training time of every process of a resumed run, which can also checkpoint every
+    `save_every_minutes` of training (`TimedCheckpoints`; 0: off), and whose runs resumed mid-epoch keep the
+    uninterrupted run's batch order (`EpochStartRandomState`)."""
 
-    def __init__(self, *args, callbacks=None, **kwargs):
-        self.training_clock = TrainingClock()
-        super().__init__(*args, callbacks=[*(callbacks or []), self.training_clock], **kwargs)
+    def __init__(self, *args, callbacks=None, save_every_minutes: float = 0.0, **kwargs):
+        self.training_clock, self.epoch_start_state = TrainingClock(), EpochStartRandomState()
+        callbacks = [*(callbacks or []), self.training_clock, self.epoch_start_state]
+        if save_every_minutes:
+            callbacks.append(TimedCheckpoints(save_every_minutes))
+        super().__init__(*args, callbacks=callbacks, **kwargs)
+
+    def train(self, resume_from_checkpoint=None, *args, **kwargs):
+        if resume_from_checkpoint is True:
+            resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
+        self.epoch_start_state.resume_from = resume_from_checkpoint or None
+        return super().train(resume_from_checkpoint, *args, **kwargs)
 
     def _get_eval_sampler(self, eval_dataset):
         if self.args.world_size <= 1 and eval_dataset is not None:

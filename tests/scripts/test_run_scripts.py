@@ -6,16 +6,19 @@ a clear error."""
 import gzip
 import json
 import random
+import shutil
 
 import numpy as np
 import pytest
 import torch
+from safetensors.torch import load_file
 from transformers import (
     AutoModelForCausalLM,
     AutoModelForMaskedLM,
     AutoModelForSequenceClassification,
     AutoModelForTokenClassification,
     AutoTokenizer,
+    TrainerControl,
     TrainerState,
 )
 
@@ -238,6 +241,69 @@ def test_training_clock_starts_from_the_checkpoints_total():
     older = TrainerState(global_step=4, stateful_callbacks=None)  # a checkpoint saved before the clock existed
     clock.on_train_begin(None, older, None)
     assert 0.0 <= clock.seconds() < 10.0 and "TrainingClock" in older.stateful_callbacks  # so Trainer can save it
+
+
+def test_a_run_resumed_mid_epoch_trains_like_the_uninterrupted_run(data_dir, tmp_path):
+    # 32 training documents in batches of 8: 4 steps an epoch; a checkpoint after every step (--save_every_minutes)
+    args = ["--train_file", str(data_dir / "train.jsonl.gz"), "--per_device_train_batch_size", "8",
+            "--num_train_epochs", "3", "--validation_split_percentage", "12", "--save_total_limit", "20",
+            "--load_best_model_at_end", "False", "--save_every_minutes", "1e-9", *TINY]
+    whole = tmp_path / "whole"
+    run_classification.main([*args, "--output_dir", str(whole)])
+    assert sorted(int(p.name.split("-")[1]) for p in whole.glob("checkpoint-*")) == list(range(1, 13))
+
+    def losses(out):
+        return [h["loss"] for h in json.loads((out / "trainer_state.json").read_text())["log_history"] if "loss" in h]
+
+    def resume(source, step, name, extra=()):
+        out = tmp_path / name
+        out.mkdir()
+        shutil.copytree(source / f"checkpoint-{step}", out / f"checkpoint-{step}")
+        run_classification.main([*args, "--output_dir", str(out), "--resume_from_checkpoint", "last", *extra])
+        return out
+
+    expected_weights = load_file(whole / "model.safetensors")
+    # mid-epoch (step 6 of 12); the length-grouped sampler shuffles the rest of epoch 2 as the whole run did
+    mid = resume(whole, 6, "mid")
+    assert losses(mid)[6:] == losses(whole)[6:]
+    assert all(torch.equal(expected_weights[k], w) for k, w in load_file(mid / "model.safetensors").items())
+    # resumed at an epoch boundary (step 4), stopped again mid-epoch (its own checkpoint 6) and resumed
+    boundary = resume(whole, 4, "boundary")
+    again = resume(boundary, 6, "again")
+    assert losses(boundary)[4:] == losses(again)[4:] == losses(whole)[4:]
+    # a checkpoint without the record (from before it existed) still resumes, shuffling the rest of the epoch anew
+    state_file = tmp_path / "older" / "checkpoint-6" / "trainer_state.json"
+    shutil.copytree(whole / "checkpoint-6", state_file.parent)
+    older = json.loads(state_file.read_text())
+    del older["stateful_callbacks"]["EpochStartRandomState"]
+    state_file.write_text(json.dumps(older))
+    run_classification.main([*args, "--output_dir", str(tmp_path / "older"), "--resume_from_checkpoint", "last"])
+    assert len(losses(tmp_path / "older")) == 12
+
+
+def test_timed_checkpoints_ask_for_a_save_once_the_interval_has_passed():
+    now = [0.0]
+    timed = trainer_setup.TimedCheckpoints(minutes=2, clock=lambda: now[0])
+    control = TrainerControl()
+    timed.on_train_begin(None, None, control)
+    now[0] = 119.0
+    timed.on_step_end(None, None, control)
+    assert not control.should_save
+    now[0] = 120.0
+    timed.on_step_end(None, None, control)
+    assert control.should_save
+    control.should_save = False
+    timed.on_save(None, None, control)  # any checkpoint (an epoch's too) starts the interval again
+    now[0] = 200.0
+    timed.on_step_end(None, None, control)
+    assert not control.should_save
+
+
+@pytest.mark.parametrize("minutes", ["-1", "nan"])
+def test_save_every_minutes_must_not_be_negative(data_dir, tmp_path, minutes):
+    with pytest.raises(ValueError, match="--save_every_minutes"):
+        run_classification.main(["--train_file", str(data_dir / "train.jsonl.gz"), "--output_dir", str(tmp_path),
+                                 "--save_every_minutes", minutes, *TINY])
 
 
 def test_model_card_training_time_names_a_resumed_run():
