@@ -164,6 +164,17 @@ def disable_eval_if_no_data(training_args: TrainingArguments, has_eval: bool) ->
         training_args.metric_for_best_model = None
 
 
+def resumed_callback_attributes(callback: ExportableState, state) -> dict | None:
+    """The attributes `callback` stored in the checkpoint this run resumes from (`stateful_callbacks` of its
+    `trainer_state.json`), or None for a run from step 0 or a checkpoint written before the callback existed. Also
+    gives the callback an entry in `state.stateful_callbacks` if it has none, since Trainer's save looks it up."""
+    stored = state.stateful_callbacks.get(type(callback).__name__) if state.global_step > 0 else None
+    if isinstance(stored, list):  # Trainer keeps a list when several callbacks of one class were saved
+        stored = stored[-1] if stored else None
+    state.stateful_callbacks.setdefault(type(callback).__name__, callback.state())
+    return stored["attributes"] if stored else None
+
+
 class TrainingClock(TrainerCallback, ExportableState):
     """Wall time spent in `Trainer.train`, summed over the processes of a run that was stopped and resumed.
 
@@ -176,13 +187,9 @@ class TrainingClock(TrainerCallback, ExportableState):
         self.started: float | None = None
 
     def on_train_begin(self, args, state, control, **kwargs):
-        stored = state.stateful_callbacks.get(type(self).__name__) if state.global_step > 0 else None  # resumed?
-        if isinstance(stored, list):  # Trainer keeps a list when several callbacks of one class were saved
-            stored = stored[-1] if stored else None
-        self.seconds_before = float(stored["attributes"]["seconds"]) if stored else 0.0
+        stored = resumed_callback_attributes(self, state)
+        self.seconds_before = float(stored["seconds"]) if stored else 0.0
         self.started = time.perf_counter()
-        # a checkpoint written before the clock existed has no entry, and Trainer's save looks the entry up
-        state.stateful_callbacks.setdefault(type(self).__name__, self.state())
 
     def seconds(self) -> float:
         """Training seconds so far, this process's and those of the processes before it."""
@@ -241,13 +248,9 @@ class EpochStartRandomState(TrainerCallback, ExportableState):
         self.first_epoch = True
 
     def on_train_begin(self, args, state, control, **kwargs):
-        stored = state.stateful_callbacks.get(type(self).__name__) if state.global_step > 0 else None
-        if isinstance(stored, list):
-            stored = stored[-1] if stored else None
-        encoded = stored["attributes"].get("torch_cpu_state") if stored else None
+        encoded = (resumed_callback_attributes(self, state) or {}).get("torch_cpu_state")
         self.stored = torch.frombuffer(bytearray(base64.b64decode(encoded)), dtype=torch.uint8) if encoded else None
         self.first_epoch = True
-        state.stateful_callbacks.setdefault(type(self).__name__, self.state())
 
     def on_epoch_begin(self, args, state, control, train_dataloader=None, **kwargs):
         resumed, self.first_epoch = self.first_epoch and state.global_step > 0, False

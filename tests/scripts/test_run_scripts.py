@@ -255,11 +255,11 @@ def test_a_run_resumed_mid_epoch_trains_like_the_uninterrupted_run(data_dir, tmp
     def losses(out):
         return [h["loss"] for h in json.loads((out / "trainer_state.json").read_text())["log_history"] if "loss" in h]
 
-    def resume(source, step, name, extra=()):
+    def resume(source, step, name):
         out = tmp_path / name
         out.mkdir()
         shutil.copytree(source / f"checkpoint-{step}", out / f"checkpoint-{step}")
-        run_classification.main([*args, "--output_dir", str(out), "--resume_from_checkpoint", "last", *extra])
+        run_classification.main([*args, "--output_dir", str(out), "--resume_from_checkpoint", "last"])
         return out
 
     expected_weights = load_file(whole / "model.safetensors")
