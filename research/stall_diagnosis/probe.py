@@ -36,6 +36,7 @@ from ran_hf import modeling_ran
 
 REPO = Path(__file__).resolve().parents[2]
 FIXES = ("none", "residual", "zero_o", "init_scale")
+DEFAULT_TRAIN_SIZE, DEFAULT_DEV_SIZE = 2000, 300
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -278,7 +279,15 @@ def evaluate(model, docs: dict, batch_size: int = 32) -> float:
 def run_key(args, pooling: str, review: bool, fix: str, seed: int) -> str:
     return (f"pool={pooling}|review={review}|fix={fix}|init_std={args.init_std if fix == 'init_scale' else 0.02}|"
             f"lr={args.lr}|warmup={args.warmup}|schedule={args.schedule}|batch={args.batch_size}|"
-            f"steps={args.steps}|len={args.max_length}|seed={seed}")
+            f"steps={args.steps}|len={args.max_length}|seed={seed}{sample_key(args)}")
+
+
+def sample_key(args) -> str:
+    """The training / dev sample sizes, named in a run's key only when they differ from the defaults (2,000 / 300),
+    so that the keys of the runs recorded before these sizes were varied still match."""
+    if (args.train_size, args.dev_size) == (DEFAULT_TRAIN_SIZE, DEFAULT_DEV_SIZE):
+        return ""
+    return f"|train={args.train_size}|dev={args.dev_size}"
 
 
 def train_run(args, data: dict, vocab_size: int, pooling: str, review: bool, fix: str, seed: int) -> dict:
@@ -325,7 +334,7 @@ def train_run(args, data: dict, vocab_size: int, pooling: str, review: bool, fix
     return {"key": run_key(args, pooling, review, fix, seed), "pooling": pooling, "review": review, "fix": fix,
             "init_std": args.init_std if fix == "init_scale" else 0.02, "lr": args.lr, "warmup": args.warmup,
             "schedule": args.schedule, "batch_size": args.batch_size, "steps": args.steps,
-            "max_length": args.max_length, "seed": seed, "dev_accuracy": curve[-1]["dev_accuracy"],
+            "max_length": args.max_length, "train_size": args.train_size, "dev_size": args.dev_size, "seed": seed, "dev_accuracy": curve[-1]["dev_accuracy"],
             "best_dev_accuracy": max(c["dev_accuracy"] for c in curve), "curve": curve,
             "final_loss": float(np.mean(losses[-50:])), "seconds": round(time.perf_counter() - start, 1),
             "trace": trace}
@@ -346,8 +355,8 @@ def main(argv=None):
     parser.add_argument("--schedule", choices=["constant", "linear"], default="constant")
     parser.add_argument("--init_std", type=float, default=0.02, help="kernel std for fix=init_scale")
     parser.add_argument("--max_length", type=int, default=512)
-    parser.add_argument("--train_size", type=int, default=2000)
-    parser.add_argument("--dev_size", type=int, default=300)
+    parser.add_argument("--train_size", type=int, default=DEFAULT_TRAIN_SIZE)
+    parser.add_argument("--dev_size", type=int, default=DEFAULT_DEV_SIZE)
     parser.add_argument("--stats_every", type=int, default=25)
     parser.add_argument("--eval_every", type=int, default=0)
     args = parser.parse_args(argv)

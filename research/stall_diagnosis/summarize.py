@@ -3,8 +3,9 @@
     python -m research.stall_diagnosis.summarize
 
 Writes `docs/stall/summary.json` (dev accuracy per configuration over seeds, without the traces),
-`docs/stall/variants.png` (gradient norms and activation statistics over the first steps, seed 0, four variants)
-and prints markdown tables for `docs/stall/README.md`.
+`docs/stall/variants.png` (gradient norms and activation statistics over the first steps, seed 0, four variants),
+`docs/stall/slow_warmup.png` (the authors' model under the converged comparison's warm-up slope) and prints
+markdown tables for `docs/stall/README.md`.
 """
 
 import json
@@ -32,7 +33,9 @@ def config_name(run: dict) -> str:
     review = "review" if run["review"] else "no review"
     recipe = f"lr {run['lr']:g}, warm-up {run['warmup']:g}, {run['schedule']}"
     fix = run["fix"] if run["fix"] != "init_scale" else f"init std {run['init_std']:g}"
-    return f"{run['pooling']} | {review} | {fix} | {recipe} | {run['steps']} steps"
+    train_size = run.get("train_size", 2000)  # runs recorded before the sample size was varied used 2,000
+    steps = f"{run['steps']} steps" + (f" of {train_size:,} docs" if train_size != 2000 else "")
+    return f"{run['pooling']} | {review} | {fix} | {recipe} | {steps}"
 
 
 def table(runs: list[dict]) -> tuple[str, dict]:
@@ -100,6 +103,40 @@ def plot_variants(runs: list[dict]):
     fig.savefig(DOCS / "variants.png", dpi=80)
 
 
+def plot_slow_warmup(runs: list[dict]):
+    """The authors' model under the converged comparison's warm-up (1e-3 reached after 2,813 steps, so the first N
+    steps of it are a linear ramp to 1e-3 * N / 2813), against the constant 1e-3 of part 1, seeds 0 and 1."""
+    chosen = [run for run in runs if run["pooling"] == "max" and run["review"] and run["fix"] == "none"
+              and run["seed"] in (0, 1) and (run["warmup"] == 1.0 or (run["warmup"] == 0 and run["steps"] == 200))]
+    if not any(run["warmup"] == 1.0 for run in chosen):
+        return
+    panels = [("act/layer1.out/within_cos", "last layer: cosine of a doc's tokens"),
+              ("grad/embeddings", "grad norm: embeddings"),
+              ("act/layer0.read/rms", "layer 0 review: cell-read part (same for all tokens), rms"),
+              ("act/layer0.gated/rms", "layer 0 review: GLU(q) token part, rms"),
+              ("loss", "train loss (mean since last point)"),
+              ("dev", "dev accuracy (300 docs)")]
+    fig, axes = plt.subplots(2, 3, figsize=(15, 8))
+    for ax, (path, title) in zip(axes.flat, panels):
+        for run in sorted(chosen, key=lambda r: (r["warmup"], r["steps"], r["seed"])):
+            label = (f"ramp to {run['lr']:.2g} over {run['steps']}, s{run['seed']}" if run["warmup"] == 1.0
+                     else f"constant {run['lr']:g}, s{run['seed']}")
+            if path == "dev":
+                steps, values = [c["step"] for c in run["curve"]], [c["dev_accuracy"] for c in run["curve"]]
+            else:
+                steps, values = series(run, path)
+            ax.plot(steps, values, marker="o", ms=2, label=label, linestyle="--" if run["warmup"] == 0 else "-")
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("step")
+        if path.startswith("grad"):
+            ax.set_yscale("log")
+    axes.flat[0].legend(fontsize=8)
+    fig.suptitle("Authors' RAN (max pooling, memory review): the converged comparison's warm-up slope "
+                 "(1e-3 / 2,813 per step) against constant lr 1e-3", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(DOCS / "slow_warmup.png", dpi=80)
+
+
 def plot_first_steps():
     path = DOCS / "first_steps.json"
     if not path.is_file():
@@ -127,6 +164,7 @@ def main():
     text, summary = table(runs)
     (DOCS / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     plot_variants(runs)
+    plot_slow_warmup(runs)
     plot_first_steps()
     print(text)
 

@@ -2,6 +2,9 @@
 """Tests of the stall-diagnosis instrumentation (research/stall_diagnosis/probe.py) and of the TF-IDF baseline's
 feature selection (research/tfidf_baseline/tfidf_baseline.py). Offline, CPU, a few seconds."""
 
+import argparse
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -64,6 +67,17 @@ def test_activation_stats_and_grad_groups(one_thread):
     same = torch.ones(2, 5, 4)
     mask = torch.ones(2, 5, dtype=torch.bool)
     assert probe.token_stats(same, mask) == pytest.approx({"within_cos": 1.0, "across_cos": 1.0})
+
+
+def test_run_keys_of_recorded_runs_still_match():
+    """A re-run of a documented command must skip the runs already recorded, so the default sample sizes keep the
+    key format of the recorded runs; other sizes are named in the key."""
+    recorded = json.loads((probe.REPO / "docs" / "stall" / "runs_recipe.jsonl").read_text().splitlines()[0])
+    args = argparse.Namespace(init_std=0.02, lr=0.001, warmup=0.1, schedule="linear", batch_size=8, steps=200,
+                              max_length=512, train_size=probe.DEFAULT_TRAIN_SIZE, dev_size=probe.DEFAULT_DEV_SIZE)
+    assert probe.run_key(args, "max", True, "none", seed=0) == recorded["key"]
+    args.train_size = 5000
+    assert probe.run_key(args, "max", True, "none", seed=0) == recorded["key"] + "|train=5000|dev=300"
 
 
 @pytest.mark.parametrize("min_df,max_features", [(1, None), (2, None), (1, 7), (2, 5)])
