@@ -334,8 +334,9 @@ def train_run(args, data: dict, vocab_size: int, pooling: str, review: bool, fix
     return {"key": run_key(args, pooling, review, fix, seed), "pooling": pooling, "review": review, "fix": fix,
             "init_std": args.init_std if fix == "init_scale" else 0.02, "lr": args.lr, "warmup": args.warmup,
             "schedule": args.schedule, "batch_size": args.batch_size, "steps": args.steps,
-            "max_length": args.max_length, "train_size": args.train_size, "dev_size": args.dev_size, "seed": seed, "dev_accuracy": curve[-1]["dev_accuracy"],
-            "best_dev_accuracy": max(c["dev_accuracy"] for c in curve), "curve": curve,
+            "max_length": args.max_length, "train_size": args.train_size, "dev_size": args.dev_size, "seed": seed,
+            "dev_accuracy": curve[-1]["dev_accuracy"], "best_dev_accuracy": max(c["dev_accuracy"] for c in curve),
+            "curve": curve,
             "final_loss": float(np.mean(losses[-50:])), "seconds": round(time.perf_counter() - start, 1),
             "trace": trace}
 

@@ -95,7 +95,7 @@ def plot_variants(runs: list[dict]):
             ax.plot(steps, values, marker="o", ms=3, label=f"{label} ({100 * run['dev_accuracy']:.0f}%)")
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("step")
-        if path.startswith("grad"):
+        if path.startswith("grad") or path.endswith("token_varying_rms"):
             ax.set_yscale("log")
     axes.flat[0].legend(fontsize=8)
     fig.suptitle("IMDB 512-token probe, width 128, 2 layers, seed 0, AdamW lr 1e-3 constant, batch 8")
@@ -113,14 +113,14 @@ def plot_slow_warmup(runs: list[dict]):
     panels = [("act/layer1.out/within_cos", "last layer: cosine of a doc's tokens"),
               ("grad/embeddings", "grad norm: embeddings"),
               ("act/layer0.read/rms", "layer 0 review: cell-read part (same for all tokens), rms"),
-              ("act/layer0.gated/rms", "layer 0 review: GLU(q) token part, rms"),
+              ("act/last_review.gated_token_varying_rms", "last review: token-varying part of GLU(q), rms"),
               ("loss", "train loss (mean since last point)"),
               ("dev", "dev accuracy (300 docs)")]
     fig, axes = plt.subplots(2, 3, figsize=(15, 8))
     for ax, (path, title) in zip(axes.flat, panels):
-        for run in sorted(chosen, key=lambda r: (r["warmup"], r["steps"], r["seed"])):
-            label = (f"ramp to {run['lr']:.2g} over {run['steps']}, s{run['seed']}" if run["warmup"] == 1.0
-                     else f"constant {run['lr']:g}, s{run['seed']}")
+        for run in sorted(chosen, key=lambda r: (r["warmup"], r["steps"], r.get("train_size", 2000), r["seed"])):
+            label = (f"ramp to {run['lr']:.2g} over {run['steps']} steps, {run['train_size'] // 1000}k docs, "
+                     f"s{run['seed']}" if run["warmup"] == 1.0 else f"constant {run['lr']:g}, s{run['seed']}")
             if path == "dev":
                 steps, values = [c["step"] for c in run["curve"]], [c["dev_accuracy"] for c in run["curve"]]
             else:
@@ -128,7 +128,7 @@ def plot_slow_warmup(runs: list[dict]):
             ax.plot(steps, values, marker="o", ms=2, label=label, linestyle="--" if run["warmup"] == 0 else "-")
         ax.set_title(title, fontsize=9)
         ax.set_xlabel("step")
-        if path.startswith("grad"):
+        if path.startswith("grad") or path.endswith("token_varying_rms"):
             ax.set_yscale("log")
     axes.flat[0].legend(fontsize=8)
     fig.suptitle("Authors' RAN (max pooling, memory review): the converged comparison's warm-up slope "
