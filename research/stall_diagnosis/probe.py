@@ -336,9 +336,8 @@ def train_run(args, data: dict, vocab_size: int, pooling: str, review: bool, fix
             "schedule": args.schedule, "batch_size": args.batch_size, "steps": args.steps,
             "max_length": args.max_length, "train_size": args.train_size, "dev_size": args.dev_size, "seed": seed,
             "dev_accuracy": curve[-1]["dev_accuracy"], "best_dev_accuracy": max(c["dev_accuracy"] for c in curve),
-            "curve": curve,
-            "final_loss": float(np.mean(losses[-50:])), "seconds": round(time.perf_counter() - start, 1),
-            "trace": trace}
+            "curve": curve, "final_loss": float(np.mean(losses[-50:])),
+            "seconds": round(time.perf_counter() - start, 1), "trace": trace}
 
 
 def main(argv=None):

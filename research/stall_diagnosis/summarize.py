@@ -29,12 +29,16 @@ def read_runs() -> list[dict]:
     return runs
 
 
+def train_size(run: dict) -> int:
+    """The run's number of training documents; runs recorded before probe.py wrote it used its default, 2,000."""
+    return run.get("train_size", 2000)
+
+
 def config_name(run: dict) -> str:
     review = "review" if run["review"] else "no review"
     recipe = f"lr {run['lr']:g}, warm-up {run['warmup']:g}, {run['schedule']}"
     fix = run["fix"] if run["fix"] != "init_scale" else f"init std {run['init_std']:g}"
-    train_size = run.get("train_size", 2000)  # runs recorded before the sample size was varied used 2,000
-    steps = f"{run['steps']} steps" + (f" of {train_size:,} docs" if train_size != 2000 else "")
+    steps = f"{run['steps']} steps" + (f" of {train_size(run):,} docs" if train_size(run) != 2000 else "")
     return f"{run['pooling']} | {review} | {fix} | {recipe} | {steps}"
 
 
@@ -95,7 +99,7 @@ def plot_variants(runs: list[dict]):
             ax.plot(steps, values, marker="o", ms=3, label=f"{label} ({100 * run['dev_accuracy']:.0f}%)")
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("step")
-        if path.startswith("grad") or path.endswith("token_varying_rms"):
+        if path.startswith("grad"):
             ax.set_yscale("log")
     axes.flat[0].legend(fontsize=8)
     fig.suptitle("IMDB 512-token probe, width 128, 2 layers, seed 0, AdamW lr 1e-3 constant, batch 8")
@@ -118,8 +122,8 @@ def plot_slow_warmup(runs: list[dict]):
               ("dev", "dev accuracy (300 docs)")]
     fig, axes = plt.subplots(2, 3, figsize=(15, 8))
     for ax, (path, title) in zip(axes.flat, panels):
-        for run in sorted(chosen, key=lambda r: (r["warmup"], r["steps"], r.get("train_size", 2000), r["seed"])):
-            label = (f"ramp to {run['lr']:.2g} over {run['steps']} steps, {run['train_size'] // 1000}k docs, "
+        for run in sorted(chosen, key=lambda r: (r["warmup"], r["steps"], train_size(r), r["seed"])):
+            label = (f"ramp to {run['lr']:.2g} over {run['steps']} steps, {train_size(run) // 1000}k docs, "
                      f"s{run['seed']}" if run["warmup"] == 1.0 else f"constant {run['lr']:g}, s{run['seed']}")
             if path == "dev":
                 steps, values = [c["step"] for c in run["curve"]], [c["dev_accuracy"] for c in run["curve"]]
