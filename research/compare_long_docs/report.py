@@ -1,6 +1,7 @@
 # Copyright 2026 The ran_hf authors. Licensed under the Apache License, Version 2.0.
-"""The comparison's table: the TF-IDF row read from research/tfidf_baseline's results, then mean and standard
-deviation over seeds of every model's test and dev scores, epochs, tokens seen and wall time."""
+"""The comparison's tables: `table.md`, the TF-IDF row read from research/tfidf_baseline's results, then mean and
+standard deviation over seeds of every model's test and dev scores, epochs, tokens seen and wall time; and `runs.md`,
+one row per run with its scores and what it cost (epochs, tokens, wall and CPU hours, device, resumes)."""
 
 from __future__ import annotations
 
@@ -163,10 +164,42 @@ def dataset_table(dataset: str, runs: list[dict], summary: dict, tfidf: dict | N
     return "\n".join(parts)
 
 
+RUNS_HEADER = ("| model | seed | device | test acc | acc > 512 | dev macro-F1 | epochs: best / stopped | stopped by | "
+               "tokens seen | wall h | CPU h | resumes |\n"
+               "| --- | ---: | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |")
+
+
+def cpu_hours(run: dict) -> float:
+    """CPU time of one run's process (training, dev evaluations and test), in hours; on a GPU, the host's."""
+    return (run["train_cpu_seconds"] + run["dev_eval_cpu_seconds"] + run["test_cpu_seconds"]) / 3600
+
+
+def runs_table(dataset: str, runs: list[dict]) -> str:
+    """One row per finished run of `dataset`, in the models' order, then by seed."""
+    order = {name: i for i, name in enumerate(MODELS)}
+    rows = [f"**{dataset}** ({len(runs)} runs)\n", RUNS_HEADER]
+    for r in sorted(runs, key=lambda r: (order.get(r["model"], len(order)), r["seed"])):
+        long = f"{100 * r['test_long']['accuracy']:.1f}" if r["test_long"]["n"] else "-"
+        unit = " sent." if r["model"] in SENTENCE_MODELS else ""
+        rows.append(f"| {MODEL_NAMES.get(r['model'], r['model'])} | {r['seed']} | {r.get('device', 'cpu')} "
+                    f"| {100 * r['test']['accuracy']:.1f} | {long} | {100 * r['dev_macro_f1']:.1f} "
+                    f"| {r['best_epoch']:.1f} / {r['epochs']:.1f} | {r['stopped']} "
+                    f"| {_count(r['tokens_seen'])}{unit} | {r['wall_seconds'] / 3600:.2f} | {cpu_hours(r):.2f} "
+                    f"| {r.get('resumes', 0)} |")
+    return "\n".join(rows) + "\n"
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
 def report(output_dir: Path, tfidf_path: Path | None = None) -> str:
-    """Markdown tables for every dataset with runs or a TF-IDF result; written to `<output_dir>/table.md`."""
+    """Markdown tables for every dataset with runs or a TF-IDF result, written to `<output_dir>/table.md`; the
+    per-run table to `<output_dir>/runs.md` when any run has finished. Returns table.md's text."""
     tfidf = read_tfidf(tfidf_path)
-    parts = []
+    parts, per_run = [], []
     for dataset in DATASETS:
         runs = read_runs(output_dir, dataset)
         summary_path = output_dir / dataset / "data.json"
@@ -174,8 +207,15 @@ def report(output_dir: Path, tfidf_path: Path | None = None) -> str:
         part = dataset_table(dataset, runs, summary, tfidf.get(dataset))
         if part:
             parts.append(part)
+        if runs:
+            per_run.append(runs_table(dataset, runs))
     table = "\n".join(parts)
-    tmp = output_dir / f"table.md.{os.getpid()}.tmp"
-    tmp.write_text(table + "\n")
-    os.replace(tmp, output_dir / "table.md")
+    _write(output_dir / "table.md", table + "\n")
+    if per_run:
+        note = ("Every finished run: test accuracy in % (overall and on documents over 512 tokens), dev macro-F1 of "
+                "the tested state, when the best dev state came and when training stopped (`patience` or the epoch "
+                "cap `max_epochs`), tokens trained on (sentences for the sentence models), wall hours (training, "
+                "dev evaluations and test, summed over a resumed run's processes) and CPU hours of the run's own "
+                "process(es), the device it trained on, and how often it resumed from a checkpoint.\n")
+        _write(output_dir / "runs.md", note + "\n" + "\n".join(per_run))
     return table

@@ -283,6 +283,7 @@ def test_cost_estimate_counts_the_positions_a_run_counts(name):
 def test_table_has_the_tfidf_row(tmp_path):
     table = report.report(tmp_path, TFIDF)
     assert (tmp_path / "table.md").read_text().strip() == table.strip()
+    assert not (tmp_path / "runs.md").exists()  # no run has finished
     for dataset, accuracy in (("hyperpartisan", "79.5"), ("imdb", "90.6"), ("20newsgroups", "85.5")):
         section = table.split(f"**{dataset}**")[1].split("**")[0]
         assert "| TF-IDF + logistic regression | " in section and f"| {accuracy} |" in section
@@ -335,6 +336,14 @@ def test_end_to_end_on_a_tiny_corpus(tmp_path, monkeypatch):
     table = (out / "table.md").read_text()
     assert "| RAN (from-scratch recipe) | " in table and "**imdb**" in table
     assert "| TF-IDF + logistic regression |" in table.split("**imdb**")[1]
+    per_run = (out / "runs.md").read_text()
+    assert per_run.count("| RAN (from-scratch recipe) | ") == 3  # imdb's seed 1, hyperpartisan's seeds 1 and 2
+    section = per_run.split("**hyperpartisan** (2 runs)")[1].split("**")[0]
+    rows = [line for line in section.splitlines() if line.startswith("| RAN (from-scratch recipe) | ")]
+    cells = rows[1].strip("|").split("|")
+    assert cells[1].strip() == "2" and cells[2].strip() == "cpu"
+    assert f"{100 * runs[1]['test']['accuracy']:.1f}" == cells[3].strip()
+    assert float(cells[10]) == round(report.cpu_hours(runs[1]), 2) and cells[7].strip() == runs[1]["stopped"]
 
 
 def test_bad_arguments(tmp_path):
