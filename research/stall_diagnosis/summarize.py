@@ -18,6 +18,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from .probe import DEFAULT_TRAIN_SIZE  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs" / "stall"
 
@@ -30,15 +32,15 @@ def read_runs() -> list[dict]:
 
 
 def train_size(run: dict) -> int:
-    """The run's number of training documents; runs recorded before probe.py wrote it used its default, 2,000."""
-    return run.get("train_size", 2000)
+    """The run's number of training documents; runs recorded before probe.py wrote it used its default."""
+    return run.get("train_size", DEFAULT_TRAIN_SIZE)
 
 
 def config_name(run: dict) -> str:
     review = "review" if run["review"] else "no review"
     recipe = f"lr {run['lr']:g}, warm-up {run['warmup']:g}, {run['schedule']}"
     fix = run["fix"] if run["fix"] != "init_scale" else f"init std {run['init_std']:g}"
-    steps = f"{run['steps']} steps" + (f" of {train_size(run):,} docs" if train_size(run) != 2000 else "")
+    steps = f"{run['steps']} steps" + (f" of {train_size(run):,} docs" if train_size(run) != DEFAULT_TRAIN_SIZE else "")
     return f"{run['pooling']} | {review} | {fix} | {recipe} | {steps}"
 
 
