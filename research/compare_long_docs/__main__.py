@@ -72,7 +72,7 @@ from . import data as data_module
 from . import report as report_module
 from . import train as train_module
 from .data import DATASETS, DEFAULT_TOKENIZER_DIR, REPO
-from .models import CHUNK, MODELS
+from .models import CHUNK, MODELS, key_of, parse_ran_options, run_folder_name, run_key
 
 
 def _write_summary(output_dir: Path, dataset: str, data: dict) -> dict:
@@ -96,10 +96,13 @@ def run_dataset(dataset: str, args, output_dir: Path) -> None:
         lock.close()
         return
     try:
-        done = {(r["model"], r["seed"]) for r in report_module.read_runs(output_dir, dataset)}
-        todo = [(seed, name) for seed in args.seeds for name in args.models if (name, seed) not in done]
-        for seed, name in [(s, n) for s in args.seeds for n in args.models if (n, s) in done]:
-            (folder / "runs" / f"{name}-seed{seed}" / "checkpoint.pt").unlink(missing_ok=True)  # left by a kill
+        done = {key_of(r) for r in report_module.read_runs(output_dir, dataset)}
+        asked = [(seed, name) for seed in args.seeds for name in args.models]
+        todo = [(seed, name) for seed, name in asked if run_key(name, seed, args.ran_options) not in done]
+        for seed, name in asked:
+            if run_key(name, seed, args.ran_options) in done:  # a checkpoint left by a kill after the record
+                (folder / "runs" / run_folder_name(name, seed, args.ran_options) / "checkpoint.pt").unlink(
+                    missing_ok=True)
         if not todo:
             print(f"{dataset}: every asked run is done", flush=True)
             return
@@ -112,7 +115,7 @@ def run_dataset(dataset: str, args, output_dir: Path) -> None:
             data_module.ensure_inputs(name, data, args)
             if name in train_module.SENTENCE_MODELS:
                 _write_summary(output_dir, dataset, data)
-            run_dir = folder / "runs" / f"{name}-seed{seed}"
+            run_dir = folder / "runs" / run_folder_name(name, seed, args.ran_options)
             result = train_module.train_run(name, seed, args, data, run_dir)
             append_result(folder / "runs.jsonl", result)
             (run_dir / "checkpoint.pt").unlink(missing_ok=True)
@@ -153,6 +156,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--num_heads", type=int, default=4)
     parser.add_argument("--window_size", type=int, default=128, help="RAN window in tokens")
     parser.add_argument("--sentence_window", type=int, default=16, help="RAN window in sentences (ran_sent)")
+    parser.add_argument("--ran_option", nargs="+", default=[], metavar="FIELD=VALUE",
+                        help="RANConfig fields set on top of the recipe for ran, ran_no_mr, ran_authors and "
+                             "ran_minilm (e.g. hidden_dropout_prob=0.3 pooler_type=average); recorded in each run's "
+                             "setting and shown in the tables' model names. Give such runs their own --output_dir")
     parser.add_argument("--batch_size", type=int, default=8)
     parser.add_argument("--eval_batch_size", type=int, default=16)
     parser.add_argument("--learning_rate", type=float, default=1e-3,
@@ -181,6 +188,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "--output_dir lacks, then rebuild table.md (trains nothing)")
     args = parser.parse_args(argv)
     args.sentence_dim = 384
+    args.ran_options = parse_ran_options(args.ran_option)
     args.report_only = args.report_only or bool(args.merge_from)
     for folder in args.merge_from:
         if not Path(folder).is_dir():

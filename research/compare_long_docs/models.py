@@ -155,11 +155,76 @@ class MiniLMRANClassifier(nn.Module):
                         attention_mask=attention_mask).logits
 
 
+# RANConfig fields the comparison sets from its own flags (or the data), which --ran_option may not override
+_SIZE_FIELDS = {"vocab_size": None, "hidden_size": "--hidden_size", "num_hidden_layers": "--num_layers",
+                "num_attention_heads": "--num_heads", "attention_head_size": "--hidden_size / --num_heads",
+                "window_size": "--window_size", "num_labels": None}
+OPTION_MODELS = RAN_MODELS + MINILM_MODELS  # the token RAN models --ran_option applies to
+
+
+def _option_value(field: str, text: str):
+    """`text` as the type of RANConfig's `field` (bool: true/false, int, float, or the string itself)."""
+    kind = RANConfig.__annotations__[field]
+    if kind is bool:
+        if text.lower() not in ("true", "false"):
+            raise ValueError(f"--ran_option {field}={text}: {field} takes true or false.")
+        return text.lower() == "true"
+    if kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            raise ValueError(f"--ran_option {field}={text}: {field} takes a {kind.__name__}.") from None
+    return text
+
+
+def parse_ran_options(items: list[str]) -> dict:
+    """`--ran_option FIELD=VALUE ...` as a dict of RANConfig overrides, each value typed as its field and the whole
+    checked by RANConfig itself (its `ValueError` names the field). The size fields come from the comparison's own
+    flags and are refused here."""
+    options = {}
+    for item in items:
+        field, sep, text = item.partition("=")
+        if not sep or not field:
+            raise ValueError(f"--ran_option takes FIELD=VALUE, got {item!r} (e.g. hidden_dropout_prob=0.3).")
+        if field in _SIZE_FIELDS:
+            where = _SIZE_FIELDS[field]
+            raise ValueError(f"--ran_option {field}: the comparison sets it " +
+                             (f"from {where}; use that flag." if where else "from the data."))
+        if field not in RANConfig.__annotations__:
+            raise ValueError(f"--ran_option {field}: not a RANConfig field (e.g. hidden_dropout_prob, pooler_type, "
+                             f"pooler_pooling, cell_pooling, memory_review_residual, initializer_range).")
+        options[field] = _option_value(field, text)
+    RANConfig(**options)
+    return options
+
+
+def run_key(model: str, seed: int, options: dict) -> tuple:
+    """What tells runs apart in an output folder: the model, the seed and (for the RAN models) the overrides."""
+    return model, seed, tuple(sorted(options.items())) if model in OPTION_MODELS else ()
+
+
+def key_of(run: dict) -> tuple:
+    return run_key(run["model"], run["seed"], run["setting"].get("ran_options", {}))
+
+
+def run_folder_name(model: str, seed: int, options: dict) -> str:
+    """`<model>-seed<k>`, then `-FIELD=VALUE` per override: a run's checkpoint folder."""
+    return f"{model}-seed{seed}" + "".join(f"-{k}={v}" for k, v in run_key(model, seed, options)[2])
+
+
+def model_label(run: dict) -> str:
+    """A run's name in the tables: the model's, with its --ran_option overrides when it had any."""
+    options = run["setting"].get("ran_options")
+    label = MODEL_NAMES.get(run["model"], run["model"])
+    return label + (" [" + ", ".join(f"{k}={v}" for k, v in options.items()) + "]" if options else "")
+
+
 def ran_config(name: str, args, vocab_size: int, num_labels: int) -> RANConfig:
     """`ran`, `ran_no_mr`, `ran_minilm`: the `from-scratch` recipe's RANConfig fields (memory-review residual, mean
     pooling in the cell transform; without memory review the residual does not exist, so `ran_no_mr` keeps only the
     mean pooling) at the comparison's size (--hidden_size, --num_layers, --num_heads, --window_size);
-    `ran_authors`: the authors' architecture as is (max pooling, no residual), the `authors` recipe."""
+    `ran_authors`: the authors' architecture as is (max pooling, no residual), the `authors` recipe. The
+    `--ran_option` overrides (`args.ran_options`) go on top."""
     recipe = dict(get_recipe("authors" if name == "ran_authors" else "from-scratch").config)
     if name == "ran_no_mr":
         recipe.pop("memory_review_residual", None)
@@ -167,7 +232,7 @@ def ran_config(name: str, args, vocab_size: int, num_labels: int) -> RANConfig:
     width, heads = args.hidden_size, args.num_heads
     return RANConfig(vocab_size=vocab_size, hidden_size=width, num_hidden_layers=args.num_layers,
                      num_attention_heads=heads, attention_head_size=width // heads, window_size=args.window_size,
-                     num_labels=num_labels, **recipe)
+                     num_labels=num_labels, **{**recipe, **getattr(args, "ran_options", {})})
 
 
 def build_model(name: str, args, vocab_size: int, num_labels: int) -> nn.Module:

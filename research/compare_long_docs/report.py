@@ -14,7 +14,7 @@ import numpy as np
 from run_scripts.helpers.reports import append_result, read_result_log
 
 from .data import DATASETS
-from .models import MODEL_NAMES, MODELS, SENTENCE_MODELS
+from .models import MODELS, SENTENCE_MODELS, key_of, model_label
 from .train import PROTOCOL
 
 METRICS = (("test", "accuracy"), ("test", "macro_f1"), ("test_short", "accuracy"), ("test_short", "macro_f1"),
@@ -36,24 +36,24 @@ def _mean_std(values: list[float], scale: float = 100.0, digits: int = 1) -> str
 
 
 def read_runs(output_dir: Path, dataset: str) -> list[dict]:
-    """The finished runs of `dataset` under this protocol, the first of each (model, seed)."""
+    """The finished runs of `dataset` under this protocol, the first of each (model, seed, --ran_option overrides)."""
     runs: dict[tuple, dict] = {}
     for run in read_result_log(output_dir / dataset / "runs.jsonl"):
         if run.get("protocol") == PROTOCOL:
-            runs.setdefault((run["model"], run["seed"]), run)
+            runs.setdefault(key_of(run), run)
     return list(runs.values())
 
 
 def merge_runs(sources: list[Path], output_dir: Path) -> list[str]:
     """Append to `output_dir`'s runs the finished runs of other output folders (separate processes, another
-    machine) that `output_dir` lacks, a (model, seed) once; a dataset's `data.json` is taken when `output_dir`
-    has none. Returns one line per run taken or skipped."""
+    machine) that `output_dir` lacks, a (model, seed, overrides) once; a dataset's `data.json` is taken when
+    `output_dir` has none. Returns one line per run taken or skipped."""
     lines = []
     for dataset in DATASETS:
-        have = {(r["model"], r["seed"]) for r in read_runs(output_dir, dataset)}
+        have = {key_of(r) for r in read_runs(output_dir, dataset)}
         for source in sources:
             for run in read_runs(Path(source), dataset):
-                key = (run["model"], run["seed"])
+                key = key_of(run)
                 if key in have:
                     lines.append(f"{dataset} {run['model']} seed {run['seed']}: already there, {source}'s skipped")
                     continue
@@ -104,7 +104,7 @@ def _model_row(name: str, mine: list[dict]) -> str:
     stops = [r["stopped"] for r in mine]
     capped = f" (cap x{stops.count('max_epochs')})" if "max_epochs" in stops else ""
     unit = " sent." if name in SENTENCE_MODELS else ""
-    return (f"| {MODEL_NAMES[name]} | {mine[0]['params'] / 1e6:.2f} M | {len(mine)} | {' | '.join(cells)} "
+    return (f"| {model_label(mine[0])} | {mine[0]['params'] / 1e6:.2f} M | {len(mine)} | {' | '.join(cells)} "
             f"| {_mean_std([r['dev_macro_f1'] for r in mine])} "
             f"| {np.mean([r['best_epoch'] for r in mine]):.1f} / {np.mean([r['epochs'] for r in mine]):.1f}{capped} "
             f"| {_count(np.mean([r['tokens_seen'] for r in mine]))}{unit} "
@@ -132,12 +132,12 @@ def dataset_table(dataset: str, runs: list[dict], summary: dict, tfidf: dict | N
     if tfidf:
         parts.append(_tfidf_row(tfidf))
     for name in MODELS:
-        mine = sorted((r for r in runs if r["model"] == name), key=lambda r: r["seed"])
-        if not mine:
-            continue
-        if name in SEPARATORS:
+        groups = {}  # runs of one model with other --ran_option overrides get rows of their own
+        for r in sorted((r for r in runs if r["model"] == name), key=lambda r: r["seed"]):
+            groups.setdefault(model_label(r), []).append(r)
+        if groups and name in SEPARATORS:
             parts.append(f"| *{SEPARATORS[name]}* |" + " |" * 12)
-        parts.append(_model_row(name, mine))
+        parts.extend(_model_row(name, mine) for mine in groups.values())
     notes = []
     if tfidf:
         ours = (runs[0]["test"]["n"], runs[0]["test_short"]["n"], runs[0]["test_long"]["n"]) if runs else None
@@ -181,7 +181,7 @@ def runs_table(dataset: str, runs: list[dict]) -> str:
     for r in sorted(runs, key=lambda r: (order.get(r["model"], len(order)), r["seed"])):
         long = f"{100 * r['test_long']['accuracy']:.1f}" if r["test_long"]["n"] else "-"
         unit = " sent." if r["model"] in SENTENCE_MODELS else ""
-        rows.append(f"| {MODEL_NAMES.get(r['model'], r['model'])} | {r['seed']} | {r.get('device', 'cpu')} "
+        rows.append(f"| {model_label(r)} | {r['seed']} | {r.get('device', 'cpu')} "
                     f"| {100 * r['test']['accuracy']:.1f} | {long} | {100 * r['dev_macro_f1']:.1f} "
                     f"| {r['best_epoch']:.1f} / {r['epochs']:.1f} | {r['stopped']} "
                     f"| {_count(r['tokens_seen'])}{unit} | {r['wall_seconds'] / 3600:.2f} | {cpu_hours(r):.2f} "

@@ -29,8 +29,8 @@ from torch.nn import functional as F
 from run_scripts.helpers.reports import classification_scores
 
 from .data import LONG
-from .models import INPUT_KEY, MINILM_MODELS, SENTENCE_MODELS, batch_tokens, build_model, logits_of, make_batch, \
-    parameter_count, to_device
+from .models import INPUT_KEY, MINILM_MODELS, OPTION_MODELS, SENTENCE_MODELS, batch_tokens, build_model, logits_of, \
+    make_batch, parameter_count, to_device
 
 PROTOCOL = "early-stopping-v1"  # runs.jsonl records of this comparison (the fixed-budget ones have no such field)
 
@@ -146,6 +146,7 @@ def train_step(model: nn.Module, name: str, batch: dict, labels: torch.Tensor, o
 def run_setting(name: str, seed: int, args, data: dict) -> dict:
     """Everything that decides a run's course; a checkpoint is resumed only under the same setting."""
     sentence = name in SENTENCE_MODELS
+    options = getattr(args, "ran_options", {}) if name in OPTION_MODELS else {}
     return {
         "model": name, "seed": seed, "train_documents": len(data["train"]["label"]),
         "dev_documents": len(data["dev"]["label"]), "batch_size": args.batch_size,
@@ -156,6 +157,7 @@ def run_setting(name: str, seed: int, args, data: dict) -> dict:
         "hidden_size": args.hidden_size, "num_layers": args.num_layers, "num_heads": args.num_heads,
         "window_size": args.window_size, "sentence_window": args.sentence_window, "max_length": args.max_length,
         "max_sentences": args.max_sentences, "tokenizer_sha1": data["tokenizer_digest"],
+        **({"ran_options": options} if options else {}),  # absent without overrides: older checkpoints still resume
     }
 
 

@@ -391,3 +391,47 @@ def test_merge_from_other_output_folders_rebuilds_the_same_table(tmp_path):
         main(["--output_dir", str(merged), "--merge_from", str(tmp_path / "absent")])
     with pytest.raises(ValueError, match="--merge_from"):
         main(["--output_dir", str(merged), "--merge_from", str(merged)])
+
+
+def test_ran_option_is_typed_checked_and_refuses_the_size_fields():
+    assert models.parse_ran_options(["hidden_dropout_prob=0.3", "pooler_type=average", "use_rotary=False",
+                                     "min_window_size=8"]) == {
+        "hidden_dropout_prob": 0.3, "pooler_type": "average", "use_rotary": False, "min_window_size": 8}
+    assert models.parse_ran_options([]) == {}
+    for bad, match in (("hidden_dropout_prob", "FIELD=VALUE"), ("=3", "FIELD=VALUE"),
+                       ("window_size=64", "--window_size"), ("hidden_size=64", "--hidden_size"),
+                       ("vocab_size=9", "from the data"), ("pooler=max", "not a RANConfig field"),
+                       ("use_rotary=yes", "true or false"), ("min_window_size=8.5", "takes a int"),
+                       ("pooler_type=sum", "pooler_type"), ("hidden_dropout_prob=1.5", "hidden_dropout_prob")):
+        with pytest.raises(ValueError, match=match):
+            models.parse_ran_options([bad])
+
+
+def test_ran_option_reaches_the_ran_models_their_settings_and_the_tables(tmp_path):
+    common = _common(tmp_path, tmp_path / "out") + ["--datasets", "hyperpartisan", "--models", "ran", "--eval_docs",
+                                                    "54", "--max_epochs", "1"]
+    args = parse_args(common + ["--ran_option", "hidden_dropout_prob=0.3", "pooler_pooling=max"])
+    for name in ("ran", "ran_no_mr", "ran_authors"):
+        config = models.build_model(name, args, 120, 2).config
+        assert config.hidden_dropout_prob == 0.3 and config.pooler_pooling == "max"
+    assert models.build_model("ran", args, 120, 2).config.memory_review_residual  # the recipe stays underneath
+    assert models.build_model("ran_no_mr", args, 120, 2).config.use_memory_review is False
+    prepared = {"train": {"label": [0] * 54}, "dev": {"label": [0] * 6}, "tokenizer_digest": "x"}
+    assert train.run_setting("ran", 1, args, prepared)["ran_options"] == {"hidden_dropout_prob": 0.3,
+                                                                           "pooler_pooling": "max"}
+    assert "ran_options" not in train.run_setting("bilstm", 1, args, prepared)
+    assert "ran_options" not in train.run_setting("ran", 1, parse_args(common), prepared)  # old checkpoints resume
+    # the same model and seed without and with an override are two runs, two rows, the second named by its override
+    main(common)
+    main(common + ["--ran_option", "pooler_type=average"])
+    assert sorted(p.name for p in (tmp_path / "out" / "hyperpartisan" / "runs").iterdir()) == [
+        "ran-seed1", "ran-seed1-pooler_type=average"]
+    main(common + ["--ran_option", "pooler_type=average", "--output_dir", str(tmp_path / "other")])
+    main(["--output_dir", str(tmp_path / "out"), "--merge_from", str(tmp_path / "other"), "--tfidf_results",
+          str(TFIDF)])
+    assert len((tmp_path / "out" / "hyperpartisan" / "runs.jsonl").read_text().splitlines()) == 2  # merged: none new
+    table = (tmp_path / "out" / "table.md").read_text()
+    assert table.count("| RAN (from-scratch recipe) | ") == 1
+    assert table.count("| RAN (from-scratch recipe) [pooler_type=average] | ") == 1
+    assert (tmp_path / "out" / "runs.md").read_text().count("| RAN (from-scratch recipe) [pooler_type=average] | 1 |") \
+        == 1
