@@ -183,6 +183,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--tfidf_results", default=str(REPO / "docs" / "tfidf_baseline" / "results.json"),
                         help="research/tfidf_baseline's results.json, read into the table (not recomputed)")
     parser.add_argument("--report_only", action="store_true", help="only rebuild table.md from the runs")
+    parser.add_argument("--interim", action="store_true",
+                        help="test the best dev state so far of each asked run that is unfinished (its checkpoint), "
+                             "into runs/<run>/interim.json, leaving the run to go on (a process may be training it); "
+                             "not a result of the protocol and never in the tables")
     parser.add_argument("--merge_from", nargs="+", default=[], metavar="DIR",
                         help="output folders of other processes or machines: add their finished runs that "
                              "--output_dir lacks, then rebuild table.md (trains nothing)")
@@ -190,6 +194,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.sentence_dim = 384
     args.ran_options = parse_ran_options(args.ran_option)
     args.report_only = args.report_only or bool(args.merge_from)
+    if args.interim and args.report_only:
+        raise ValueError("--interim tests unfinished runs; it does not go with --report_only or --merge_from.")
     for folder in args.merge_from:
         if not Path(folder).is_dir():
             raise ValueError(f"--merge_from: {folder} is not a folder (give output folders of the comparison).")
@@ -217,9 +223,37 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def interim_dataset(dataset: str, args, output_dir: Path) -> list[dict]:
+    """`--interim`: test the unfinished asked runs of `dataset` that have a checkpoint (no lock: it only reads)."""
+    asked = [(seed, name) for seed in args.seeds for name in args.models
+             if (output_dir / dataset / "runs" / run_folder_name(name, seed, args.ran_options) / "checkpoint.pt")
+             .is_file()]
+    if not asked:
+        print(f"{dataset}: no unfinished run of those asked has a checkpoint", flush=True)
+        return []
+    data = data_module.prepare(dataset, args)
+    records = []
+    for seed, name in asked:
+        data_module.ensure_inputs(name, data, args)
+        run_dir = output_dir / dataset / "runs" / run_folder_name(name, seed, args.ran_options)
+        record = train_module.interim_test(name, seed, args, data, run_dir)
+        (run_dir / "interim.json").write_text(json.dumps(record, indent=1) + "\n")
+        print(f"  {dataset} {name} seed {seed}, interim (best dev state so far, epoch {record['best_epoch']:g} of "
+              f"{record['epochs']:g}; dev macro-F1 {record['dev_macro_f1']:.3f}): test acc "
+              f"{record['test']['accuracy']:.3f} macro-F1 {record['test']['macro_f1']:.3f}, "
+              f"{record['test_long']['accuracy']:.3f} on documents over 512 tokens", flush=True)
+        records.append(record)
+    return records
+
+
 def main(argv: list[str] | None = None) -> str:
     args = parse_args(argv)
     output_dir = Path(args.output_dir)
+    if args.interim:
+        torch.set_num_threads(args.threads)
+        for dataset in args.datasets:
+            interim_dataset(dataset, args, output_dir)
+        return ""
     if not args.report_only:
         torch.set_num_threads(args.threads)
         for dataset in args.datasets:

@@ -213,11 +213,7 @@ def train_run(name: str, seed: int, args, data: dict, run_dir: Path) -> dict:
     best_state = None
     path = run_dir / "checkpoint.pt"
     if path.is_file():
-        saved = torch.load(path, weights_only=True, map_location="cpu")
-        if saved["setting"] != setting:
-            changed = {k: (saved["setting"].get(k), v) for k, v in setting.items() if saved["setting"].get(k) != v}
-            raise ValueError(f"{path} was written under another setting (saved, now): {changed}. Run with the "
-                             f"settings it was started with, or delete {run_dir} to start that run again.")
+        saved = _load_checkpoint(path, setting)
         model.load_state_dict(saved["model"])
         optimizer.load_state_dict(saved["optimizer"])
         schedule.load_state_dict(saved["schedule"])
@@ -295,11 +291,8 @@ def train_run(name: str, seed: int, args, data: dict, run_dir: Path) -> dict:
             last_save = time.monotonic()
 
     model.load_state_dict(best_state)
-    test = data["test"]
-    clock, counter = Stopwatch(), {}
-    test_pred = predict(model, name, test[key], cls_id, sep_id, args.eval_batch_size, counter)
-    test_seconds, test_cpu_seconds = clock.lap()
-    long_docs = test["token_length"] > LONG
+    tested = _test(model, name, args, data)
+    test_seconds, test_cpu_seconds = tested.pop("seconds")
     best = state["history"][stopper.best_evaluation - 1]
     return {
         "protocol": PROTOCOL, "model": name, "seed": seed, "params": parameter_count(model),
@@ -312,10 +305,52 @@ def train_run(name: str, seed: int, args, data: dict, run_dir: Path) -> dict:
         "wall_seconds": round(state["train_seconds"] + state["eval_seconds"] + test_seconds, 3),
         "train_cpu_seconds": round(state["train_cpu_seconds"], 3),
         "dev_eval_cpu_seconds": round(state["eval_cpu_seconds"], 3), "test_cpu_seconds": round(test_cpu_seconds, 3),
-        "dev_tokens_per_eval": state["dev_tokens"], "test_tokens": counter.get("tokens", 0), "resumes": state["resumes"],
+        "dev_tokens_per_eval": state["dev_tokens"], "test_tokens": tested.pop("tokens"), "resumes": state["resumes"],
         "dev_macro_f1": best["dev_macro_f1"], "dev_accuracy": best["dev_accuracy"],
-        "final_train_loss": state["history"][-1]["train_loss"], "history": state["history"],
-        "test": scores(test["label"], test_pred),
-        "test_short": scores(test["label"][~long_docs], test_pred[~long_docs]),
-        "test_long": scores(test["label"][long_docs], test_pred[long_docs]),
+        "final_train_loss": state["history"][-1]["train_loss"], "history": state["history"], **tested,
     }
+
+
+def _load_checkpoint(path: Path, setting: dict) -> dict:
+    """A run's checkpoint, refused (`ValueError`) when it was written under another setting."""
+    saved = torch.load(path, weights_only=True, map_location="cpu")
+    if saved["setting"] != setting:
+        changed = {k: (saved["setting"].get(k), v) for k, v in setting.items() if saved["setting"].get(k) != v}
+        raise ValueError(f"{path} was written under another setting (saved, now): {changed}. Run with the "
+                         f"settings it was started with, or delete {path.parent} to start that run again.")
+    return saved
+
+
+def _test(model: nn.Module, name: str, args, data: dict) -> dict:
+    """`model` on the test split: scores overall, on documents of at most and of more than 512 tokens, the tokens
+    read and the (wall, CPU) seconds it took."""
+    test = data["test"]
+    clock, counter = Stopwatch(), {}
+    predictions = predict(model, name, test[INPUT_KEY[name]], *_special_ids(name, data), args.eval_batch_size, counter)
+    seconds = clock.lap()
+    long_docs = test["token_length"] > LONG
+    return {"test": scores(test["label"], predictions),
+            "test_short": scores(test["label"][~long_docs], predictions[~long_docs]),
+            "test_long": scores(test["label"][long_docs], predictions[long_docs]),
+            "tokens": counter.get("tokens", 0), "seconds": seconds}
+
+
+def interim_test(name: str, seed: int, args, data: dict, run_dir: Path) -> dict:
+    """Test the best dev state so far of an unfinished run, read from its checkpoint, leaving the run as it is (a
+    process may be training it): a look at a run that will not finish in the time at hand. Not a result of the
+    protocol, whose run may still improve on dev; `interim` says so in the record."""
+    path = run_dir / "checkpoint.pt"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no checkpoint of an unfinished {name} seed {seed} run to test.")
+    saved = _load_checkpoint(path, run_setting(name, seed, args, data))
+    if saved["best_state"] is None:
+        raise ValueError(f"{path}: the run has not been evaluated on dev yet; nothing to test.")
+    model = build_model(name, args, data["vocab_size"], len(data["labels"])).to(torch.device(args.device))
+    model.load_state_dict(saved["best_state"])
+    state = saved["state"]
+    best = state["history"][saved["stopper"]["best_evaluation"] - 1]
+    tested = _test(model, name, args, data)
+    return {"interim": True, "protocol": PROTOCOL, "model": name, "seed": seed, "setting": saved["setting"],
+            "epochs": round(state["documents"] / len(data["train"]["label"]), 3), "evaluations": len(state["history"]),
+            "best_epoch": best["epoch"], "dev_macro_f1": best["dev_macro_f1"], "dev_accuracy": best["dev_accuracy"],
+            "test_seconds": round(tested.pop("seconds")[0], 3), "history": state["history"], **tested}

@@ -221,6 +221,13 @@ def test_resume_after_a_kill_gives_the_uninterrupted_result(tmp_path, monkeypatc
     with pytest.raises(Killed):
         main(_common(tmp_path, out) + argv + ["--checkpoint_seconds", "0"])
     monkeypatch.undo()
+    # a look at the unfinished run: its best dev state so far on test, the run itself untouched
+    main(_common(tmp_path, out) + argv + ["--interim"])
+    interim = json.loads((checkpoint.parent / "interim.json").read_text())
+    history = interim["history"]
+    assert interim["interim"] and history == straight[0]["history"][: len(history)] and 1 <= len(history) < 9
+    assert interim["dev_macro_f1"] == max(h["dev_macro_f1"] for h in history) and interim["test"]["n"] == 24
+    assert interim["test_short"]["n"] + interim["test_long"]["n"] == 24 and not report.read_runs(out, "hyperpartisan")
     main(_common(tmp_path, out) + argv)
     (resumed,) = report.read_runs(out, "hyperpartisan")
     assert resumed["resumes"] == 2 and not checkpoint.exists()
@@ -361,6 +368,17 @@ def test_bad_arguments(tmp_path):
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="--device cuda: PyTorch sees no CUDA device"):
             parse_args(["--device", "cuda", "--data_dir", str(tmp_path)])
+
+
+def test_interim_needs_a_checkpoint_and_does_not_go_with_the_report(tmp_path, capsys):
+    common = _common(tmp_path, tmp_path / "out") + ["--datasets", "hyperpartisan", "--models", "ran"]
+    main(common + ["--interim"])
+    assert "no unfinished run of those asked has a checkpoint" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="--interim"):
+        main(common + ["--interim", "--report_only"])
+    (tmp_path / "out" / "hyperpartisan" / "runs" / "ran-seed1").mkdir(parents=True)
+    with pytest.raises(FileNotFoundError, match="no checkpoint"):
+        train.interim_test("ran", 1, parse_args(common), {}, tmp_path / "out" / "hyperpartisan" / "runs" / "ran-seed1")
 
 
 def test_table_keeps_gpu_wall_time_apart_from_cpu_wall_time():
