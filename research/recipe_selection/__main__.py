@@ -59,8 +59,9 @@ CANDIDATES = {
     # RAN at window 128 0.72, the BiLSTM 0.82)
     "window-64": ["--window_size", "64"],
     # session 33: the document vector as the plain mean of the token outputs (the paper's Table 4 "average" pooling,
-    # no cell term), after it led the cell transform on 20 Newsgroups dev by 10-18 points in the first 1.5 epochs under
-    # the converged comparison's protocol at D 128 x 2 (same seed, same batches; docs/compare_converge/)
+    # no cell term), after it led the cell transform on 20 Newsgroups dev by 7-18 points at every evaluation of the
+    # first three epochs under the converged comparison's protocol at D 128 x 2 (same seed and batches;
+    # docs/compare_converge/)
     "average-pooling": ["--config_overrides", "pooler_type=average"],
     "d128-2-layers": D128_RECIPE,
     "10-epochs": D128_RECIPE + ["--num_train_epochs", "10"],
