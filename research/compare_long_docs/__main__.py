@@ -97,12 +97,14 @@ def run_dataset(dataset: str, args, output_dir: Path) -> None:
         return
     try:
         done = {key_of(r) for r in report_module.read_runs(output_dir, dataset)}
-        asked = [(seed, name) for seed in args.seeds for name in args.models]
-        todo = [(seed, name) for seed, name in asked if run_key(name, seed, args.ran_options) not in done]
-        for seed, name in asked:
-            if run_key(name, seed, args.ran_options) in done:  # a checkpoint left by a kill after the record
-                (folder / "runs" / run_folder_name(name, seed, args.ran_options) / "checkpoint.pt").unlink(
-                    missing_ok=True)
+        todo = []
+        for seed in args.seeds:
+            for name in args.models:
+                if run_key(name, seed, args.ran_options) not in done:
+                    todo.append((seed, name))
+                else:  # a checkpoint left by a kill after the record
+                    (folder / "runs" / run_folder_name(name, seed, args.ran_options) / "checkpoint.pt").unlink(
+                        missing_ok=True)
         if not todo:
             print(f"{dataset}: every asked run is done", flush=True)
             return
@@ -225,17 +227,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def interim_dataset(dataset: str, args, output_dir: Path) -> list[dict]:
     """`--interim`: test the unfinished asked runs of `dataset` that have a checkpoint (no lock: it only reads)."""
-    asked = [(seed, name) for seed in args.seeds for name in args.models
-             if (output_dir / dataset / "runs" / run_folder_name(name, seed, args.ran_options) / "checkpoint.pt")
-             .is_file()]
+    runs = output_dir / dataset / "runs"
+    asked = [(seed, name, runs / run_folder_name(name, seed, args.ran_options))
+             for seed in args.seeds for name in args.models]
+    asked = [(seed, name, run_dir) for seed, name, run_dir in asked if (run_dir / "checkpoint.pt").is_file()]
     if not asked:
         print(f"{dataset}: no unfinished run of those asked has a checkpoint", flush=True)
         return []
     data = data_module.prepare(dataset, args)
     records = []
-    for seed, name in asked:
+    for seed, name, run_dir in asked:
         data_module.ensure_inputs(name, data, args)
-        run_dir = output_dir / dataset / "runs" / run_folder_name(name, seed, args.ran_options)
         record = train_module.interim_test(name, seed, args, data, run_dir)
         (run_dir / "interim.json").write_text(json.dumps(record, indent=1) + "\n")
         print(f"  {dataset} {name} seed {seed}, interim (best dev state so far, epoch {record['best_epoch']:g} of "

@@ -155,10 +155,12 @@ class MiniLMRANClassifier(nn.Module):
                         attention_mask=attention_mask).logits
 
 
-# RANConfig fields the comparison sets from its own flags (or the data), which --ran_option may not override
-_SIZE_FIELDS = {"vocab_size": None, "hidden_size": "--hidden_size", "num_hidden_layers": "--num_layers",
-                "num_attention_heads": "--num_heads", "attention_head_size": "--hidden_size / --num_heads",
-                "window_size": "--window_size", "num_labels": None}
+# RANConfig fields the comparison sets from its own flags (None: from the data and its tokenizer), which --ran_option
+# may not override
+_SET_BY_THE_COMPARISON = {
+    "vocab_size": None, "pad_token_id": None, "bos_token_id": None, "eos_token_id": None, "num_labels": None,
+    "hidden_size": "--hidden_size", "num_hidden_layers": "--num_layers", "num_attention_heads": "--num_heads",
+    "attention_head_size": "--hidden_size / --num_heads", "window_size": "--window_size"}
 OPTION_MODELS = RAN_MODELS + MINILM_MODELS  # the token RAN models --ran_option applies to
 
 
@@ -180,14 +182,14 @@ def _option_value(field: str, text: str):
 def parse_ran_options(items: list[str]) -> dict:
     """`--ran_option FIELD=VALUE ...` as a dict of RANConfig overrides, each value typed as its field and the whole
     checked by RANConfig itself (its `ValueError` names the field). The size fields come from the comparison's own
-    flags and are refused here."""
+    flags, the token ids from the data's tokenizer; both are refused here."""
     options = {}
     for item in items:
         field, sep, text = item.partition("=")
         if not sep or not field:
             raise ValueError(f"--ran_option takes FIELD=VALUE, got {item!r} (e.g. hidden_dropout_prob=0.3).")
-        if field in _SIZE_FIELDS:
-            where = _SIZE_FIELDS[field]
+        if field in _SET_BY_THE_COMPARISON:
+            where = _SET_BY_THE_COMPARISON[field]
             raise ValueError(f"--ran_option {field}: the comparison sets it " +
                              (f"from {where}; use that flag." if where else "from the data."))
         if field not in RANConfig.__annotations__:
@@ -232,7 +234,7 @@ def ran_config(name: str, args, vocab_size: int, num_labels: int) -> RANConfig:
     width, heads = args.hidden_size, args.num_heads
     return RANConfig(vocab_size=vocab_size, hidden_size=width, num_hidden_layers=args.num_layers,
                      num_attention_heads=heads, attention_head_size=width // heads, window_size=args.window_size,
-                     num_labels=num_labels, **{**recipe, **getattr(args, "ran_options", {})})
+                     num_labels=num_labels, **{**recipe, **args.ran_options})
 
 
 def build_model(name: str, args, vocab_size: int, num_labels: int) -> nn.Module:

@@ -146,7 +146,7 @@ def train_step(model: nn.Module, name: str, batch: dict, labels: torch.Tensor, o
 def run_setting(name: str, seed: int, args, data: dict) -> dict:
     """Everything that decides a run's course; a checkpoint is resumed only under the same setting."""
     sentence = name in SENTENCE_MODELS
-    options = getattr(args, "ran_options", {}) if name in OPTION_MODELS else {}
+    options = args.ran_options if name in OPTION_MODELS else {}
     return {
         "model": name, "seed": seed, "train_documents": len(data["train"]["label"]),
         "dev_documents": len(data["dev"]["label"]), "batch_size": args.batch_size,
