@@ -72,7 +72,20 @@ def test_recipe_sets_the_model_size_and_the_default_job_its_length(tmp_path, mon
     assert run_classification.DEFAULT_JOB_ARGS[:2] == ["--max_length", "1024"]
 
 
+def test_average_recipe_is_the_recipe_with_the_mean_document_vector(tmp_path):
+    """`--recipe from-scratch-average` trains the recipe's model and schedule, its document vector the plain mean."""
+    _, recipe_config, recipe_args = run(tmp_path, "recipe")
+    out, config, args = run(tmp_path, "average", "--recipe", "from-scratch-average")
+    assert recipe_config["pooler_type"] == "cell" and config["pooler_type"] == "average"
+    assert {k: v for k, v in config.items() if k not in ("pooler_type", "transformers_version")} == {
+        k: v for k, v in recipe_config.items() if k not in ("pooler_type", "transformers_version")}
+    assert (args.learning_rate, args.num_train_epochs, args.lr_scheduler_type, args.warmup_steps) == (
+        recipe_args.learning_rate, recipe_args.num_train_epochs, recipe_args.lr_scheduler_type,
+        recipe_args.warmup_steps)
+    assert json.loads((out / "all_results.json").read_text())["test_samples"] == 8
+
+
 def test_unknown_recipe_is_a_clear_error():
     with pytest.raises(ValueError, match="--recipe"):
         get_recipe("fast")
-    assert set(RECIPES) == {"from-scratch", "authors"}
+    assert set(RECIPES) == {"from-scratch", "from-scratch-average", "authors"}
