@@ -40,6 +40,8 @@ Other examples:
 
     python run_scripts/run_classification.py --train_file train.jsonl --validation_file dev.jsonl \
         --test_file test.jsonl --output_dir outputs/my_task --num_train_epochs 3
+    python run_scripts/run_classification.py --recipe from-scratch-average --train_file 20ng/train.jsonl \
+        --test_file 20ng/test.jsonl --validation_split_percentage 10 --max_length 2048 --output_dir outputs/20ng
     python run_scripts/run_classification.py --model_name_or_path outputs/mlm --train_file train.csv \
         --test_file test.csv --output_dir outputs/from_mlm --learning_rate 1e-4
 
