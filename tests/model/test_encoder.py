@@ -148,11 +148,16 @@ def test_initial_cell_is_decided_per_row():
 # ---------------------------------------------------------------------------------------------------------------------
 
 
+AVERAGE_RECIPE = dict(memory_review_residual=True, pooler_pooling="mean", pooler_type="average")
+
+
 @pytest.mark.parametrize("length", [7, 26, 29])
-def test_outputs_do_not_depend_on_padding_or_batch_mates(length):
+@pytest.mark.parametrize("options", [{}, AVERAGE_RECIPE], ids=["authors", "from-scratch-average"])
+def test_outputs_do_not_depend_on_padding_or_batch_mates(length, options):
     """One document alone, right-padded across window and merge boundaries, left-padded, and batched with longer
-    documents: identical real-token outputs, last_cell, cells and pooler_output."""
-    model = make_model(num_hidden_layers=2)
+    documents: identical real-token outputs, last_cell, cells and pooler_output (the authors' cell transform, and
+    the mean of the token outputs that the `from-scratch-average` recipe uses as the document vector)."""
+    model = make_model(num_hidden_layers=2, **options)
     (doc,), others = documents([length], seed=5), documents([40, 63], seed=6)
     with torch.no_grad():
         alone = model(doc[None])
