@@ -228,9 +228,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def interim_dataset(dataset: str, args, output_dir: Path) -> list[dict]:
     """`--interim`: test the unfinished asked runs of `dataset` that have a checkpoint (no lock: it only reads)."""
     runs = output_dir / dataset / "runs"
-    asked = [(seed, name, runs / run_folder_name(name, seed, args.ran_options))
-             for seed in args.seeds for name in args.models]
-    asked = [(seed, name, run_dir) for seed, name, run_dir in asked if (run_dir / "checkpoint.pt").is_file()]
+    asked = [(seed, name, run_dir) for seed in args.seeds for name in args.models
+             if ((run_dir := runs / run_folder_name(name, seed, args.ran_options)) / "checkpoint.pt").is_file()]
     if not asked:
         print(f"{dataset}: no unfinished run of those asked has a checkpoint", flush=True)
         return []

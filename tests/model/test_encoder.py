@@ -7,6 +7,7 @@ import torch
 from ran_hf import RANConfig, RANModel
 from conftest import DEVICE, randomize, tiny_config
 from ran_hf import reference as oracle
+from run_scripts.helpers.recipes import RECIPES
 
 
 TOLERANCE = 1e-5
@@ -148,11 +149,9 @@ def test_initial_cell_is_decided_per_row():
 # ---------------------------------------------------------------------------------------------------------------------
 
 
-AVERAGE_RECIPE = dict(memory_review_residual=True, pooler_pooling="mean", pooler_type="average")
-
-
 @pytest.mark.parametrize("length", [7, 26, 29])
-@pytest.mark.parametrize("options", [{}, AVERAGE_RECIPE], ids=["authors", "from-scratch-average"])
+@pytest.mark.parametrize("options", [{}, RECIPES["from-scratch-average"].config],
+                         ids=["authors", "from-scratch-average"])
 def test_outputs_do_not_depend_on_padding_or_batch_mates(length, options):
     """One document alone, right-padded across window and merge boundaries, left-padded, and batched with longer
     documents: identical real-token outputs, last_cell, cells and pooler_output (the authors' cell transform, and

@@ -419,7 +419,8 @@ def test_ran_option_is_typed_checked_and_refuses_the_size_fields():
     assert models.parse_ran_options([]) == {}
     for bad, match in (("hidden_dropout_prob", "FIELD=VALUE"), ("=3", "FIELD=VALUE"),
                        ("window_size=64", "--window_size"), ("hidden_size=64", "--hidden_size"),
-                       ("vocab_size=9", "from the data"), ("pad_token_id=3", "from the data"), ("pooler=max", "not a RANConfig field"),
+                       ("vocab_size=9", "from the data"), ("pad_token_id=3", "from the data"),
+                       ("pooler=max", "not a RANConfig field"),
                        ("use_rotary=yes", "true or false"), ("min_window_size=8.5", "takes a int"),
                        ("pooler_type=sum", "pooler_type"), ("hidden_dropout_prob=1.5", "hidden_dropout_prob")):
         with pytest.raises(ValueError, match=match):

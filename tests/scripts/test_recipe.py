@@ -1,5 +1,6 @@
-"""run_classification.py's from-scratch recipe: on by default from scratch, `--recipe authors` turns it off, explicit
-flags win over it, and a checkpoint is never changed by it."""
+"""run_classification.py's from-scratch recipes: on by default from scratch, `--recipe from-scratch-average` changes
+only the document vector, `--recipe authors` turns them off, explicit flags win over them, and a checkpoint is never
+changed by them."""
 
 import json
 
@@ -33,6 +34,16 @@ def test_recipe_is_the_from_scratch_default_and_authors_turns_it_off(tmp_path, c
     out, config, args = run(tmp_path, "recipe")
     assert config["memory_review_residual"] is True and config["pooler_pooling"] == "mean"
     assert args.learning_rate == 2e-4 and args.lr_scheduler_type == "linear" and args.num_train_epochs == 3
+
+    # `from-scratch-average`: the same model and schedule, the document vector the plain mean of the token outputs
+    average_out, average, average_args = run(tmp_path, "average", "--recipe", "from-scratch-average")
+    assert config["pooler_type"] == "cell" and average["pooler_type"] == "average"
+    assert {k: v for k, v in average.items() if k not in ("pooler_type", "transformers_version")} == {
+        k: v for k, v in config.items() if k not in ("pooler_type", "transformers_version")}
+    assert (average_args.learning_rate, average_args.num_train_epochs, average_args.lr_scheduler_type,
+            average_args.warmup_steps) == (args.learning_rate, args.num_train_epochs, args.lr_scheduler_type,
+                                           args.warmup_steps)
+    assert json.loads((average_out / "all_results.json").read_text())["test_samples"] == 8
 
     _, config, args = run(tmp_path, "authors", "--recipe", "authors")
     assert config["memory_review_residual"] is False and config["pooler_pooling"] == "max"
@@ -70,19 +81,6 @@ def test_recipe_sets_the_model_size_and_the_default_job_its_length(tmp_path, mon
             recipe.window_size) == (256, 4, 4, 64, 256)
     assert (authors.hidden_size, authors.num_hidden_layers, authors.window_size) == (128, 2, 128)
     assert run_classification.DEFAULT_JOB_ARGS[:2] == ["--max_length", "1024"]
-
-
-def test_average_recipe_is_the_recipe_with_the_mean_document_vector(tmp_path):
-    """`--recipe from-scratch-average` trains the recipe's model and schedule, its document vector the plain mean."""
-    _, recipe_config, recipe_args = run(tmp_path, "recipe")
-    out, config, args = run(tmp_path, "average", "--recipe", "from-scratch-average")
-    assert recipe_config["pooler_type"] == "cell" and config["pooler_type"] == "average"
-    assert {k: v for k, v in config.items() if k not in ("pooler_type", "transformers_version")} == {
-        k: v for k, v in recipe_config.items() if k not in ("pooler_type", "transformers_version")}
-    assert (args.learning_rate, args.num_train_epochs, args.lr_scheduler_type, args.warmup_steps) == (
-        recipe_args.learning_rate, recipe_args.num_train_epochs, recipe_args.lr_scheduler_type,
-        recipe_args.warmup_steps)
-    assert json.loads((out / "all_results.json").read_text())["test_samples"] == 8
 
 
 def test_unknown_recipe_is_a_clear_error():
