@@ -407,7 +407,8 @@ class RANLayerState:
         return RANLayerState(**{name: fn(getattr(self, name)) for name in self.__dataclass_fields__})
 
     def num_bytes(self) -> int:
-        return sum(getattr(self, name).numel() * getattr(self, name).element_size() for name in self.__dataclass_fields__)
+        tensors = [getattr(self, name) for name in self.__dataclass_fields__]
+        return sum(tensor.numel() * tensor.element_size() for tensor in tensors)
 
 
 class RANLayer(GradientCheckpointingLayer):
@@ -453,7 +454,8 @@ class RANLayer(GradientCheckpointingLayer):
         initializer, `norm(act(c W_init))` (which is the norm's bias for a zero cell). The authors decide this for
         the whole batch at once; here it is decided per row."""
         zero = like.new_zeros(batch_size, self.config.hidden_size)
-        initialized = self.dropout(self.cell_initializer_norm(self.act(self.cell_initializer(zero if cell is None else cell))))
+        projected = self.cell_initializer(zero if cell is None else cell)
+        initialized = self.dropout(self.cell_initializer_norm(self.act(projected)))
         if cell is None:
             return initialized
         is_zero = (cell == 0).all(-1, keepdim=True)

@@ -20,7 +20,8 @@ CPU_TOKEN_CHUNK = 2048
 
 
 def window_chunks(num_windows: int, capacity: int, device: torch.device) -> list[slice]:
-    """Slices of the window axis processed together: all windows on accelerators, about CPU_TOKEN_CHUNK tokens on CPU."""
+    """Slices of the window axis processed together: all windows on accelerators, about CPU_TOKEN_CHUNK tokens on
+    CPU."""
     if device.type != "cpu":
         return [slice(0, num_windows)]
     step = max(1, CPU_TOKEN_CHUNK // max(capacity, 1))
@@ -123,7 +124,8 @@ class RANWindowLayout:
                       num_windows=num_windows, window_capacity=window_capacity, window_size=window_size, causal=causal,
                       static=static)
         if not static:  # eager: the common cases skip the index arithmetic (these checks read the mask's values)
-            right_padded = bool((sequence_mask == (torch.arange(seq_len, device=device)[None, :] < lengths[:, None])).all())
+            positions = torch.arange(seq_len, device=device)
+            right_padded = bool((sequence_mask == (positions[None, :] < lengths[:, None])).all())
             natural = torch.where(window_mask, first_token == window_index[None, :] * window_capacity, True)
             if right_padded and seq_len <= num_windows * window_capacity and bool(natural.all()):
                 return cls(gather_index=None, scatter_index=None, all_real=bool(sequence_mask.all()), **layout)

@@ -501,10 +501,12 @@ def write_card(training_args, data_args, model_args, model, results, table, leng
             + format_metrics_table(table))
     if "eval" in results:
         e = results["eval"]
+        validation_source = (data_args.validation_file
+                             or f"{data_args.validation_split_percentage:g}% of the training split, stratified")
         sections["Validation results"] = (
             f"Best model on the validation split: accuracy {e.get('eval_accuracy', float('nan')):.4f}, micro-F1 "
             f"{e.get('eval_micro_f1', float('nan')):.4f}, macro-F1 {e.get('eval_macro_f1', float('nan')):.4f} "
-            f"(validation: {data_args.validation_file or f'{data_args.validation_split_percentage:g}% of the training split, stratified'}).")
+            f"(validation: {validation_source}).")
     data = []
     if default_job:
         data.append("Hyperpartisan News Detection, by-article (SemEval-2019 Task 4; Kiesel et al., 2019; CC BY 4.0, "
@@ -522,11 +524,12 @@ def write_card(training_args, data_args, model_args, model, results, table, leng
     if "train" in results:
         sections["Training"] = (f"{training_time(results['train'])}; whole run "
                                 f"{results['wall_time_s']} s, {torch.get_num_threads()} torch thread(s).")
+    starting_point = f"from {model_args.model_name_or_path}" if model_args.model_name_or_path else "from scratch"
     write_model_card(
         training_args.output_dir, title=f"RAN long-document classifier{' (Hyperpartisan)' if default_job else ''}",
         description=("A Recurrent Attention Network (RAN, Li et al., ACL 2023) classifier for whole long documents "
                      "(no 512-token cap), trained with `run_scripts/run_classification.py` of `ran_hf` "
-                     f"{'from ' + model_args.model_name_or_path if model_args.model_name_or_path else 'from scratch'}."),
+                     f"{starting_point}."),
         auto_class="AutoModelForSequenceClassification", sections=sections, model=model,
         training_args=training_args, command=command_line("run_classification.py", argv),
         tags=["text-classification"],

@@ -272,7 +272,8 @@ def main(argv: Sequence[str] | None, causal: bool) -> dict:
     return results
 
 
-def write_card(training_args, data_args, data, model, results, tokenizer_source, length_report, sample, causal, command):
+def write_card(training_args, data_args, data, model, results, tokenizer_source, length_report, sample, causal,
+               command):
     sections = {}
     if "eval" in results:
         e = results["eval"]
@@ -289,7 +290,8 @@ def write_card(training_args, data_args, data, model, results, tokenizer_source,
             sections["Results"] = ("Masked-token loss on the validation blocks (15% of the tokens masked once with the "
                                    "run's seed, BERT 80/10/10 replacement), its exponential and the share of masked "
                                    f"tokens predicted right:\n\n{table}")
-    sections["Data"] = lm_data_section(data_args, data, tokenizer_source, length_report, note=", each document started and ended by [SEP]" if causal else "")
+    note = ", each document started and ended by [SEP]" if causal else ""
+    sections["Data"] = lm_data_section(data_args, data, tokenizer_source, length_report, note=note)
     if "train" in results:
         sections["Training"] = f"{training_time(results['train'])}."
     if causal:

@@ -39,7 +39,8 @@ class RANModelArguments:
                   "choices": ["ran", "bert"]},
     )
     tokenizer_vocab_size: int = field(default=16000, metadata={"help": "Vocabulary of a tokenizer trained here."})
-    tokenizer_min_frequency: int = field(default=2, metadata={"help": "Min pair frequency of a tokenizer trained here."})
+    tokenizer_min_frequency: int = field(default=2,
+                                         metadata={"help": "Min pair frequency of a tokenizer trained here."})
     tokenizer_lowercase: bool = field(default=True, metadata={"help": "Lower-case in a tokenizer trained here."})
     hidden_size: int = field(default=128, metadata={"help": "From scratch: hidden size D."})
     num_hidden_layers: int = field(default=2, metadata={"help": "From scratch: number of RAN layers."})
