@@ -5,10 +5,11 @@ run the chosen recipe on the other datasets.
 Each candidate is a list of flags added to the default job of `run_scripts/run_classification.py` (the shipped
 Hyperpartisan data and tokenizer; the dev split is a stratified 10% of the official train split, drawn by the
 seed). A candidate is scored by its dev macro-F1 (the best epoch's, as the job itself selects), averaged over the
-seeds; test metrics are recorded for the report but play no part in the choice. Runs go one torch thread each,
-`--parallel` at a time; a finished run (test metrics in its `all_results.json`) is not run again, a run still
-alive from an earlier driver (its `pid` file names a live process) is waited for, and a run that was stopped
-continues from its newest checkpoint (one every 15 minutes of training, and one per epoch), so the command resumes.
+seeds; test metrics are recorded for the report but play no part in the choice. Runs go `--threads` torch threads
+each (default 1), `--parallel` at a time; a finished run (test metrics in its `all_results.json`) is not run again,
+a run still alive from an earlier driver (its `pid` file names a live process) is waited for, and a run that was
+stopped continues from its newest checkpoint (one every 15 minutes of training, and one per epoch), so the command
+resumes.
 
 `--dataset 20newsgroups` or `imdb` (with `--data_dir`, the folder holding `<dataset>/train.jsonl.gz` and
 `test.jsonl.gz`) runs the same job on that dataset's full train split (dev: a stratified 10% of it, drawn by the
@@ -153,28 +154,29 @@ class Adopted:
         return self.returncode
 
 
-def run_command(output_dir: Path, candidate: str, seed: int, data_flags: list[str]) -> list[str]:
-    """The run's command line: a checkpoint every 15 minutes of training besides each epoch's, and a stopped run
-    continues from its newest checkpoint."""
+def run_command(output_dir: Path, candidate: str, seed: int, data_flags: list[str], threads: int = 1) -> list[str]:
+    """The run's command line: `threads` torch threads, a checkpoint every 15 minutes of training besides each
+    epoch's, and a stopped run continues from its newest checkpoint."""
     out = run_dir(output_dir, candidate, seed)
     command = [sys.executable, "run_scripts/run_classification.py", "--seed", str(seed), "--output_dir", str(out),
                "--disable_tqdm", "True", "--save_total_limit", "1", "--save_every_minutes", "15", *data_flags,
-               *CANDIDATES[candidate]]
+               *CANDIDATES[candidate], "--torch_threads", str(threads)]
     if any(path.is_dir() for path in out.glob("checkpoint-*")):
         command += ["--resume_from_checkpoint", "last"]
     return command
 
 
-def launch(output_dir: Path, candidate: str, seed: int, data_flags: list[str]) -> subprocess.Popen | Adopted:
+def launch(output_dir: Path, candidate: str, seed: int, data_flags: list[str],
+           threads: int = 1) -> subprocess.Popen | Adopted:
     pid = alive(output_dir, candidate, seed)
     if pid is not None:
         return Adopted(pid)
     out = run_dir(output_dir, candidate, seed)
     out.mkdir(parents=True, exist_ok=True)
-    command = run_command(output_dir, candidate, seed, data_flags)
+    command = run_command(output_dir, candidate, seed, data_flags, threads)
     with open(out / "command.txt", "a") as record:
         record.write(" ".join(command) + "\n")
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     log = open(out / "run.log", "a")
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     (out / "pid").write_text(str(process.pid))
@@ -266,8 +268,14 @@ def main(argv=None):
     parser.add_argument("--seeds", type=int, nargs="+", default=[42, 43, 44])
     parser.add_argument("--candidates", nargs="+", default=list(CANDIDATES), choices=list(CANDIDATES))
     parser.add_argument("--parallel", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads per run; keep --parallel x --threads at most the cores (on 2 cores, "
+                             "one IMDB run alone on two threads trained an epoch in about 30 min, a run on one "
+                             "thread beside another in 47-60)")
     parser.add_argument("--report_only", action="store_true")
     args = parser.parse_args(argv)
+    if args.threads < 1 or args.parallel < 1:
+        parser.error(f"--threads {args.threads} --parallel {args.parallel}: both must be at least 1.")
     if not args.report_only:
         data_flags = dataset_flags(args.dataset, args.data_dir, args.output_dir)
         ensure_tokenizer(data_flags, args.output_dir)
@@ -277,7 +285,8 @@ def main(argv=None):
         while todo or running:
             while todo and len(running) < args.parallel:
                 candidate, seed = todo.pop(0)
-                running.append((candidate, seed, launch(args.output_dir, candidate, seed, data_flags), time.time()))
+                process = launch(args.output_dir, candidate, seed, data_flags, args.threads)
+                running.append((candidate, seed, process, time.time()))
                 print(f"started {candidate} seed {seed}", flush=True)
             time.sleep(5)
             for item in list(running):

@@ -8,7 +8,7 @@ from transformers import AutoTokenizer
 
 from research import recipe_selection
 from research.recipe_selection.__main__ import (CANDIDATES, collect, dataset_flags, ensure_tokenizer, finished,
-                                                format_table, report, run_command, run_dir)
+                                                format_table, main, report, run_command, run_dir)
 
 
 def write(tmp_path, candidate, seed, **metrics):
@@ -86,8 +86,17 @@ def test_other_datasets_need_their_files_and_a_stopped_run_resumes(tmp_path):
 
     command = run_command(tmp_path / "out", "recipe", 42, flags)
     assert "--resume_from_checkpoint" not in command and str(tmp_path / "data" / "imdb" / "train.jsonl.gz") in command
+    assert command[-2:] == ["--torch_threads", "1"]
     (run_dir(tmp_path / "out", "recipe", 42) / "checkpoint-100").mkdir(parents=True)
-    assert run_command(tmp_path / "out", "recipe", 42, flags)[-2:] == ["--resume_from_checkpoint", "last"]
+    command = run_command(tmp_path / "out", "recipe", 42, flags, threads=2)
+    assert command[-4:] == ["--torch_threads", "2", "--resume_from_checkpoint", "last"]
+
+
+def test_threads_and_parallel_below_one_are_refused(tmp_path, capsys):
+    for flags in (["--threads", "0"], ["--parallel", "0"]):
+        with pytest.raises(SystemExit):
+            main(["--output_dir", str(tmp_path / "out"), *flags])
+        assert " ".join(flags) in capsys.readouterr().err
 
 
 def test_the_dataset_tokenizer_is_trained_once_on_its_train_file(tmp_path):
@@ -96,7 +105,8 @@ def test_the_dataset_tokenizer_is_trained_once_on_its_train_file(tmp_path):
     for split in ("train", "test"):
         with gzip.open(tmp_path / "data" / "imdb" / f"{split}.jsonl.gz", "wt") as file:
             for i in range(50):
-                file.write(json.dumps({"text": " ".join(words[(i + j) % 10] for j in range(30)), "label": i % 2}) + "\n")
+                text = " ".join(words[(i + j) % 10] for j in range(30))
+                file.write(json.dumps({"text": text, "label": i % 2}) + "\n")
     out = tmp_path / "out"
     ensure_tokenizer([], out)  # Hyperpartisan: the default job's shipped tokenizer
     assert not out.exists()
