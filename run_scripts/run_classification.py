@@ -524,12 +524,11 @@ def write_card(training_args, data_args, model_args, model, results, table, leng
     if "train" in results:
         sections["Training"] = (f"{training_time(results['train'])}; whole run "
                                 f"{results['wall_time_s']} s, {torch.get_num_threads()} torch thread(s).")
-    starting_point = f"from {model_args.model_name_or_path}" if model_args.model_name_or_path else "from scratch"
     write_model_card(
         training_args.output_dir, title=f"RAN long-document classifier{' (Hyperpartisan)' if default_job else ''}",
         description=("A Recurrent Attention Network (RAN, Li et al., ACL 2023) classifier for whole long documents "
                      "(no 512-token cap), trained with `run_scripts/run_classification.py` of `ran_hf` "
-                     f"{starting_point}."),
+                     f"{model_args.starting_point}."),
         auto_class="AutoModelForSequenceClassification", sections=sections, model=model,
         training_args=training_args, command=command_line("run_classification.py", argv),
         tags=["text-classification"],

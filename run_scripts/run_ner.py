@@ -400,11 +400,10 @@ def main(argv: list[str] | None = None) -> dict:
         if "train" in results:
             sections["Training"] = (f"{training_time(results['train'])}; whole run "
                                     f"{results['wall_time_s']} s, {torch.get_num_threads()} torch thread(s).")
-        starting_point = f"from {model_args.model_name_or_path}" if model_args.model_name_or_path else "from scratch"
         write_model_card(training_args.output_dir, title="RAN named-entity tagger (whole documents)",
                          description="A Recurrent Attention Network (RAN, Li et al., ACL 2023) token classifier that "
                                      "tags whole documents in one pass, trained with `run_scripts/run_ner.py` of "
-                                     f"`ran_hf` {starting_point}.",
+                                     f"`ran_hf` {model_args.starting_point}.",
                          auto_class="AutoModelForTokenClassification", sections=sections, model=trainer.model,
                          training_args=training_args, command=command_line("run_ner.py", argv),
                          tags=["token-classification", "ner"])

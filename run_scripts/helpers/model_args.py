@@ -106,6 +106,11 @@ class RANModelArguments:
                 out[key] = value
         return out
 
+    @property
+    def starting_point(self) -> str:
+        """'from <checkpoint>' or 'from scratch', for logs and model cards."""
+        return f"from {self.model_name_or_path}" if self.model_name_or_path else "from scratch"
+
     def scratch_config_kwargs(self) -> dict:
         return dict(hidden_size=self.hidden_size, num_hidden_layers=self.num_hidden_layers,
                     num_attention_heads=self.num_attention_heads, attention_head_size=self.attention_head_size,
@@ -146,5 +151,5 @@ def build_model(auto_class, model_args: RANModelArguments, tokenizer, config_ove
                          f"config.pad_token_id ({model.config.pad_token_id}).")
     n_params = sum(p.numel() for p in model.parameters())
     logger.info(f"Model: {type(model).__name__}, {n_params / 1e6:.2f}M parameters, "
-                f"{'from ' + model_args.model_name_or_path if model_args.model_name_or_path else 'from scratch'}.")
+                f"{model_args.starting_point}.")
     return model

@@ -178,6 +178,7 @@ def test_classification_from_scratch(data_dir, tmp_path, capsys):
     assert results["test"]["baseline_accuracy"] == pytest.approx(4 / 12)  # one of three balanced topics
     card = (out / "README.md").read_text()
     assert "macro_f1" in card and "hidden 16" in card and "train.jsonl.gz" in card
+    assert "`run_scripts/run_classification.py` of `ran_hf` from scratch." in card
     predictions = [json.loads(line) for line in (out / "test_predictions.jsonl").read_text().splitlines()]
     assert len(predictions) == 12
     # the test scores split at 512 tokens: the parts add up to the whole, and each part is scored on its own
