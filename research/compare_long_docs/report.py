@@ -86,16 +86,39 @@ def _tfidf_row(record: dict) -> str:
             f"{record['seconds'] / 3600:.2f} |")
 
 
+def devices_of(record: dict) -> list[tuple[str, int]]:
+    """The devices a run trained on, each with the training documents seen when it took over (records before
+    `--device` existed ran on the CPU; records before runs kept a list stayed on `device`)."""
+    return [(name, documents) for name, documents in record.get("devices") or [[record.get("device", "cpu"), 0]]]
+
+
+def device_kind(record: dict) -> str:
+    """"cpu", "gpu", or "mixed" for a run that moved between the CPU and a GPU (its wall time is neither's)."""
+    kinds = {name == "cpu" for name, _ in devices_of(record)}
+    return "mixed" if len(kinds) > 1 else ("cpu" if kinds == {True} else "gpu")
+
+
 def on_gpu(record: dict) -> bool:
-    """Whether a run trained on a GPU (records before `--device` existed ran on the CPU)."""
-    return record.get("device", "cpu") != "cpu"
+    """Whether a run trained on a GPU alone."""
+    return device_kind(record) == "gpu"
+
+
+def device_cell(record: dict) -> str:
+    """`cpu`, a GPU's name, or the devices in order with the documents at which each took over."""
+    devices = devices_of(record)
+    if len(devices) == 1:
+        return devices[0][0]
+    return " → ".join(name if not documents else f"{name} from {documents:,} docs" for name, documents in devices)
 
 
 def _wall_cell(mine: list[dict]) -> str:
-    """Mean wall hours per run, the CPU runs' and the GPU runs' apart (their times are not comparable)."""
-    cpu = [r["wall_seconds"] / 3600 for r in mine if not on_gpu(r)]
-    gpu = [r["wall_seconds"] / 3600 for r in mine if on_gpu(r)]
-    cells = ([f"{np.mean(cpu):.2f}"] if cpu else []) + ([f"{np.mean(gpu):.2f} on GPU ({len(gpu)})"] if gpu else [])
+    """Mean wall hours per run, the CPU runs', the GPU runs' and the runs that moved between them apart (their
+    times are not comparable)."""
+    cells = []
+    for kind, suffix in (("cpu", ""), ("gpu", " on GPU"), ("mixed", " CPU and GPU")):
+        hours = [r["wall_seconds"] / 3600 for r in mine if device_kind(r) == kind]
+        if hours:
+            cells.append(f"{np.mean(hours):.2f}" + (f"{suffix} ({len(hours)})" if suffix else ""))
     return "; ".join(cells)
 
 
@@ -149,14 +172,18 @@ def dataset_table(dataset: str, runs: list[dict], summary: dict, tfidf: dict | N
                         f"; it was tested on {theirs[0]} documents ({theirs[1]} / {theirs[2]}), not the sample above")
                      + ".")
     if runs:
-        cpu = [r for r in runs if not on_gpu(r)]
-        gpu = [r for r in runs if on_gpu(r)]
+        cpu = [r for r in runs if device_kind(r) == "cpu"]
+        gpu = [r for r in runs if device_kind(r) == "gpu"]
+        mixed = [r for r in runs if device_kind(r) == "mixed"]
         spent = ([f"{sum(r['wall_seconds'] for r in cpu) / 3600:.1f} h over the {len(cpu)} runs on the CPU"]
                  if cpu else [])
         if gpu:
-            names = sorted({r["device"] for r in gpu})
+            names = sorted({name for r in gpu for name, _ in devices_of(r)})
             spent.append(f"{sum(r['wall_seconds'] for r in gpu) / 3600:.1f} h over the {len(gpu)} runs on a GPU "
                          f"({', '.join(names)})")
+        if mixed:
+            spent.append(f"{sum(r['wall_seconds'] for r in mixed) / 3600:.1f} h over the {len(mixed)} runs that "
+                         f"trained partly on the CPU and partly on a GPU (`runs.md` says where)")
         notes.append(f"Neural runs: accuracy and macro-F1 in %, mean ± std over seeds; tokens seen are the input "
                      f"positions trained on (sentences for the sentence models); wall time = training + dev "
                      f"evaluations + test, {' and '.join(spent)}.")
@@ -181,7 +208,7 @@ def runs_table(dataset: str, runs: list[dict]) -> str:
     for r in sorted(runs, key=lambda r: (order.get(r["model"], len(order)), r["seed"])):
         long = f"{100 * r['test_long']['accuracy']:.1f}" if r["test_long"]["n"] else "-"
         unit = " sent." if r["model"] in SENTENCE_MODELS else ""
-        rows.append(f"| {model_label(r)} | {r['seed']} | {r.get('device', 'cpu')} "
+        rows.append(f"| {model_label(r)} | {r['seed']} | {device_cell(r)} "
                     f"| {100 * r['test']['accuracy']:.1f} | {long} | {100 * r['dev_macro_f1']:.1f} "
                     f"| {r['best_epoch']:.1f} / {r['epochs']:.1f} | {r['stopped']} "
                     f"| {_count(r['tokens_seen'])}{unit} | {r['wall_seconds'] / 3600:.2f} | {cpu_hours(r):.2f} "

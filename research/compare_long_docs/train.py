@@ -226,8 +226,13 @@ def train_run(name: str, seed: int, args, data: dict, run_dir: Path) -> dict:
         state = saved["state"]
         state["batches"] = [np.asarray(b, dtype=np.int64) for b in state["batches"]]
         state["resumes"] += 1
+        # checkpoints written before runs kept their devices stayed on the device they were resumed on
+        state.setdefault("devices", [[device_name(device), 0]])
         print(f"    {name} seed {seed}: resumed at {state['documents']} documents (epoch {state['epoch']}, "
               f"{len(state['history'])} evaluations)", flush=True)
+    state.setdefault("devices", [])
+    if not state["devices"] or state["devices"][-1][0] != device_name(device):
+        state["devices"].append([device_name(device), state["documents"]])  # a run may move, e.g. GPU to CPU
     run_dir.mkdir(parents=True, exist_ok=True)
 
     def checkpoint() -> None:
@@ -296,7 +301,7 @@ def train_run(name: str, seed: int, args, data: dict, run_dir: Path) -> dict:
     best = state["history"][stopper.best_evaluation - 1]
     return {
         "protocol": PROTOCOL, "model": name, "seed": seed, "params": parameter_count(model),
-        "device": device_name(device),
+        "device": device_name(device), "devices": state["devices"],
         "setting": setting, "tokenizer": data["tokenizer"], "stopped": state["stopped"], "evaluations": len(state["history"]),
         "epochs": round(state["documents"] / n_train, 3), "best_epoch": best["epoch"],
         "documents_seen": state["documents"], "best_documents": best["documents"], "tokens_seen": state["tokens"],

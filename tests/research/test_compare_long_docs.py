@@ -197,6 +197,7 @@ def test_resume_after_a_kill_gives_the_uninterrupted_result(tmp_path, monkeypatc
     straight = report.read_runs(tmp_path / "straight", "hyperpartisan")
     assert len(straight) == 1 and straight[0]["resumes"] == 0 and straight[0]["stopped"] == "max_epochs"
     assert (straight[0]["device"] == "cpu") == (device.type == "cpu")
+    assert straight[0]["devices"] == [[straight[0]["device"], 0]]
     assert straight[0]["evaluations"] == 9  # 4 epochs x 54 documents, every 24
     out = tmp_path / "killed"
     # the same tokenizer (training a WordPiece vocabulary twice can order tied pieces differently)
@@ -385,9 +386,45 @@ def test_interim_needs_a_checkpoint_and_does_not_go_with_the_report(tmp_path, ca
 def test_table_keeps_gpu_wall_time_apart_from_cpu_wall_time():
     cpu = {"wall_seconds": 7200.0}
     gpu = {"wall_seconds": 360.0, "device": "NVIDIA H100 80GB HBM3"}
+    moved = {"wall_seconds": 3600.0, "device": "cpu", "devices": [["cpu", 0], ["NVIDIA H100 80GB HBM3", 40000],
+                                                                   ["cpu", 125000]]}
     assert report._wall_cell([cpu, dict(cpu, device="cpu")]) == "2.00"
     assert report._wall_cell([cpu, gpu, gpu]) == "2.00; 0.10 on GPU (2)"
     assert report._wall_cell([gpu]) == "0.10 on GPU (1)"
+    assert report._wall_cell([cpu, moved]) == "2.00; 1.00 CPU and GPU (1)"
+    assert [report.device_kind(r) for r in (cpu, gpu, moved)] == ["cpu", "gpu", "mixed"]
+    assert report.device_cell(gpu) == "NVIDIA H100 80GB HBM3"
+    assert report.device_cell(moved) == "cpu → NVIDIA H100 80GB HBM3 from 40,000 docs → cpu from 125,000 docs"
+
+
+def test_a_run_that_moves_device_records_where_it_trained(tmp_path, monkeypatch):
+    argv = ["--datasets", "hyperpartisan", "--models", "ran", "--eval_docs", "24", "--max_epochs", "1",
+            "--patience", "20"]
+    out = tmp_path / "moved"
+    step = train.train_step
+    calls = {"n": 0}
+
+    def dying_step(*args):
+        calls["n"] += 1
+        if calls["n"] == 4:
+            raise Killed
+        return step(*args)
+
+    monkeypatch.setattr(train, "train_step", dying_step)
+    with pytest.raises(Killed):
+        main(_common(tmp_path, out) + argv + ["--checkpoint_seconds", "0"])
+    monkeypatch.undo()
+    checkpoint = out / "hyperpartisan" / "runs" / "ran-seed1" / "checkpoint.pt"
+    saved = torch.load(checkpoint, weights_only=True)
+    documents = saved["state"]["documents"]
+    assert saved["state"]["devices"] == [["cpu", 0]] and 0 < documents < 54
+    saved["state"]["devices"] = [["NVIDIA H100 80GB HBM3", 0]]  # as if those steps had run on a GPU
+    torch.save(saved, checkpoint)
+    main(_common(tmp_path, out) + argv)
+    (record,) = report.read_runs(out, "hyperpartisan")
+    assert record["device"] == "cpu" and record["devices"] == [["NVIDIA H100 80GB HBM3", 0], ["cpu", documents]]
+    assert report.device_kind(record) == "mixed" and "CPU and GPU" in (out / "table.md").read_text()
+    assert f"NVIDIA H100 80GB HBM3 → cpu from {documents} docs" in (out / "runs.md").read_text()
 
 
 def test_merge_from_other_output_folders_rebuilds_the_same_table(tmp_path):
