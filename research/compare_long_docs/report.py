@@ -98,11 +98,6 @@ def device_kind(record: dict) -> str:
     return "mixed" if len(kinds) > 1 else ("cpu" if kinds == {True} else "gpu")
 
 
-def on_gpu(record: dict) -> bool:
-    """Whether a run trained on a GPU alone."""
-    return device_kind(record) == "gpu"
-
-
 def device_cell(record: dict) -> str:
     """`cpu`, a GPU's name, or the devices in order with the documents at which each took over."""
     devices = devices_of(record)

@@ -197,6 +197,7 @@ def train_run(name: str, seed: int, args, data: dict, run_dir: Path) -> dict:
     n_train = len(train_labels)
 
     device = torch.device(args.device)
+    here = device_name(device)
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     model = build_model(name, args, data["vocab_size"], len(data["labels"])).to(device)
@@ -209,7 +210,8 @@ def train_run(name: str, seed: int, args, data: dict, run_dir: Path) -> dict:
     stopper = EarlyStopping(setting["patience"])
     state = {"step": 0, "epoch": 0, "batches": [], "documents": 0, "tokens": 0, "next_eval": setting["eval_docs"],
              "loss_sum": 0.0, "loss_count": 0, "history": [], "train_seconds": 0.0, "eval_seconds": 0.0,
-             "train_cpu_seconds": 0.0, "eval_cpu_seconds": 0.0, "dev_tokens": 0, "stopped": None, "resumes": 0}
+             "train_cpu_seconds": 0.0, "eval_cpu_seconds": 0.0, "dev_tokens": 0, "stopped": None, "resumes": 0,
+             "devices": []}
     best_state = None
     path = run_dir / "checkpoint.pt"
     if path.is_file():
@@ -227,12 +229,11 @@ def train_run(name: str, seed: int, args, data: dict, run_dir: Path) -> dict:
         state["batches"] = [np.asarray(b, dtype=np.int64) for b in state["batches"]]
         state["resumes"] += 1
         # checkpoints written before runs kept their devices stayed on the device they were resumed on
-        state.setdefault("devices", [[device_name(device), 0]])
+        state.setdefault("devices", [[here, 0]])
         print(f"    {name} seed {seed}: resumed at {state['documents']} documents (epoch {state['epoch']}, "
               f"{len(state['history'])} evaluations)", flush=True)
-    state.setdefault("devices", [])
-    if not state["devices"] or state["devices"][-1][0] != device_name(device):
-        state["devices"].append([device_name(device), state["documents"]])  # a run may move, e.g. GPU to CPU
+    if not state["devices"] or state["devices"][-1][0] != here:
+        state["devices"].append([here, state["documents"]])  # a run may move, e.g. GPU to CPU
     run_dir.mkdir(parents=True, exist_ok=True)
 
     def checkpoint() -> None:
@@ -301,7 +302,7 @@ def train_run(name: str, seed: int, args, data: dict, run_dir: Path) -> dict:
     best = state["history"][stopper.best_evaluation - 1]
     return {
         "protocol": PROTOCOL, "model": name, "seed": seed, "params": parameter_count(model),
-        "device": device_name(device), "devices": state["devices"],
+        "device": here, "devices": state["devices"],
         "setting": setting, "tokenizer": data["tokenizer"], "stopped": state["stopped"], "evaluations": len(state["history"]),
         "epochs": round(state["documents"] / n_train, 3), "best_epoch": best["epoch"],
         "documents_seen": state["documents"], "best_documents": best["documents"], "tokens_seen": state["tokens"],
