@@ -87,8 +87,8 @@ def _tfidf_row(record: dict) -> str:
 
 
 def devices_of(record: dict) -> list[tuple[str, int]]:
-    """The devices a run trained on, each with the training documents seen when it took over (records before
-    `--device` existed ran on the CPU; records before runs kept a list stayed on `device`)."""
+    """The devices a run trained on, each with the training documents seen when it took over (a record without a
+    `devices` list trained on its `device` only, and one without either on the CPU)."""
     return [(name, documents) for name, documents in record.get("devices") or [[record.get("device", "cpu"), 0]]]
 
 

@@ -488,7 +488,7 @@ def test_ran_option_reaches_the_ran_models_their_settings_and_the_tables(tmp_pat
     assert train.run_setting("ran", 1, args, prepared)["ran_options"] == {"hidden_dropout_prob": 0.3,
                                                                            "pooler_pooling": "max"}
     assert "ran_options" not in train.run_setting("bilstm", 1, args, prepared)
-    assert "ran_options" not in train.run_setting("ran", 1, parse_args(common), prepared)  # old checkpoints resume
+    assert "ran_options" not in train.run_setting("ran", 1, parse_args(common), prepared)  # unchanged setting
     # the same model and seed without and with an override are two runs, two rows, the second named by its override
     main(common)
     main(common + ["--ran_option", "pooler_type=average"])
