@@ -2,7 +2,7 @@
 """RAN against the baselines of both seed papers on real long documents, every model trained to convergence.
 
 Models (the token models share one 8k WordPiece tokenizer per dataset, by default the committed
-`docs/compare/<dataset>/tokenizer/`):
+`research/compare_long_docs/tokenizers/<dataset>/`):
 
   ran          RANForSequenceClassification over the whole document (up to --max_length tokens) with the
                `from-scratch` recipe's architecture options (run_scripts.helpers.recipes: memory-review residual,
@@ -34,8 +34,8 @@ linear decay to zero at the cap.
 Data (read by path from --data_dir, never copied; the layout is in `data.DATA_SOURCES`): the full official training
 splits of Hyperpartisan by-article, 20 Newsgroups bydate and IMDB with a stratified 10% carved out as dev, and the
 full official test splits. Test metrics overall and for documents of at most / more than 512 common-tokenizer
-tokens ([CLS]/[SEP] included), the same split as the TF-IDF row (docs/tfidf_baseline/results.json, read, not
-recomputed).
+tokens ([CLS]/[SEP] included), the same split as the TF-IDF row (research/tfidf_baseline's results, read, not
+recomputed: --tfidf_results).
 
 Every run is resumable: its state is checkpointed to `<output_dir>/<dataset>/runs/<model>-seed<k>/checkpoint.pt`
 every --checkpoint_seconds and after every evaluation (atomically), and running the same command again resumes it;
@@ -71,7 +71,7 @@ from run_scripts.helpers.reports import append_result, format_length_table
 from . import data as data_module
 from . import report as report_module
 from . import train as train_module
-from .data import DATASETS, DEFAULT_TOKENIZER_DIR, REPO
+from .data import DATASETS, DEFAULT_TOKENIZER_DIR, TFIDF_RESULTS
 from .models import CHUNK, MODELS, key_of, parse_ran_options, run_folder_name, run_key
 
 
@@ -147,9 +147,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="test on a stratified sample of this many documents (smoke runs; default the whole "
                              "official test split)")
     parser.add_argument("--tokenizer_dir", default=str(DEFAULT_TOKENIZER_DIR),
-                        help="folder with <dataset>/tokenizer/ to use as each dataset's common tokenizer (default: "
-                             "the committed docs/compare/ tokenizers, which research/tfidf_baseline also splits "
-                             "test at 512 tokens with); '' or a folder without it: train one on the train split")
+                        help="folder with one tokenizer per dataset, in <dataset>/ or <dataset>/tokenizer/ (another "
+                             "output folder), to use as each dataset's common tokenizer (default: the committed "
+                             "tokenizers, which research/tfidf_baseline also splits test at 512 tokens with); '' or "
+                             "a folder without one: train one on the train split")
     parser.add_argument("--vocab_size", type=int, default=8000, help="of a tokenizer trained here")
     parser.add_argument("--max_length", type=int, default=2048, help="token cap of every token model")
     parser.add_argument("--max_sentences", type=int, default=64, help="sentence cap of the sentence models")
@@ -182,7 +183,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest for these sizes)")
     parser.add_argument("--device", default="cpu",
                         help="where the neural models train and predict: cpu, cuda or cuda:N (each run records it)")
-    parser.add_argument("--tfidf_results", default=str(REPO / "docs" / "tfidf_baseline" / "results.json"),
+    parser.add_argument("--tfidf_results", default=str(TFIDF_RESULTS),
                         help="research/tfidf_baseline's results.json, read into the table (not recomputed)")
     parser.add_argument("--report_only", action="store_true", help="only rebuild table.md from the runs")
     parser.add_argument("--interim", action="store_true",

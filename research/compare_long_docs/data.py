@@ -25,9 +25,11 @@ from .models import INPUT_KEY, MINILM_MODELS, SENTENCE_MODELS
 
 DATASETS = ("hyperpartisan", "20newsgroups", "imdb")
 REPO = Path(__file__).resolve().parents[2]
-# the 8k WordPiece tokenizers of the fixed-budget comparison; research/tfidf_baseline splits its test documents at
+# the committed 8k WordPiece tokenizers, one folder per dataset; research/tfidf_baseline splits its test documents at
 # 512 tokens of these, so using them here puts every row of the table on the same <= 512 / > 512 split
-DEFAULT_TOKENIZER_DIR = REPO / "docs" / "compare"
+DEFAULT_TOKENIZER_DIR = REPO / "research" / "compare_long_docs" / "tokenizers"
+# research/tfidf_baseline's results, read into the table as its TF-IDF row (not recomputed)
+TFIDF_RESULTS = REPO / "docs" / "tfidf_baseline" / "results.json"
 LONG = 512  # documents longer than this (in WordPiece tokens) are "long"
 DATA_SOURCES = (
     "hyperpartisan/{train,test}-byarticle.jsonl[.gz] (SemEval-2019 Task 4 by-article, Zenodo record 1489920; this "
@@ -86,8 +88,8 @@ def load_dataset_splits(name: str, data_dir: Path, train_size: int | None = None
     Dev is a class-stratified 10% of the official training split (or `dev_size` documents), train is the rest of it
     (or a stratified sample of `train_size` of the rest, for smoke runs), test is the whole official test split (or
     a stratified sample of `test_size`). The draws are fixed (seed 0), so every model and seed sees the same
-    documents; Hyperpartisan's dev is the same 65 articles as in the fixed-budget comparison (`docs/compare/`), whose
-    tokenizer was trained on the other 580."""
+    documents; the committed Hyperpartisan tokenizer (`tokenizers/hyperpartisan/`) was trained on the other 580
+    articles, so it has not seen these 65."""
     rng = np.random.default_rng(0)
     texts, labels, test_texts, test_labels, label_names = read_official_splits(name, data_dir)
     dev_idx = _stratified_take(labels, 0.1 if dev_size is None else None, dev_size, rng)
@@ -203,13 +205,14 @@ def _encode(tokenizer, texts: list[str], max_length: int, batch: int = 2000) -> 
 
 
 def load_common_tokenizer(dataset: str, args, train_texts: list[str]):
-    """The dataset's WordPiece tokenizer: `<tokenizer_dir>/<dataset>/tokenizer` when it is there (the default, the
-    committed tokenizers of `docs/compare/`), else one trained on the training split and kept in the output folder.
+    """The dataset's WordPiece tokenizer: `<tokenizer_dir>/<dataset>/` when it holds one (the default, the committed
+    tokenizers of `research/compare_long_docs/tokenizers/`), or `<tokenizer_dir>/<dataset>/tokenizer/` (another
+    output folder of this comparison), else one trained on the training split and kept in the output folder.
     Returns the tokenizer and where it came from."""
     if args.tokenizer_dir:
-        committed = Path(args.tokenizer_dir) / dataset / "tokenizer"
-        if (committed / "tokenizer.json").is_file():
-            return load_tokenizer(str(committed)), str(committed)
+        for given in (Path(args.tokenizer_dir) / dataset, Path(args.tokenizer_dir) / dataset / "tokenizer"):
+            if (given / "tokenizer.json").is_file():
+                return load_tokenizer(str(given)), str(given)
     own = Path(args.output_dir) / dataset / "tokenizer"
     if not (own / "tokenizer.json").is_file():
         train_wordpiece_tokenizer(train_texts, vocab_size=args.vocab_size).save_pretrained(own)

@@ -13,7 +13,7 @@ import numpy as np
 
 from run_scripts.helpers.reports import append_result, read_result_log
 
-from .data import DATASETS
+from .data import DATASETS, repository_relative
 from .models import MODELS, SENTENCE_MODELS, key_of, model_label
 from .train import PROTOCOL
 
@@ -87,8 +87,8 @@ def _tfidf_row(record: dict) -> str:
 
 
 def devices_of(record: dict) -> list[tuple[str, int]]:
-    """The devices a run trained on, each with the training documents seen when it took over (records before
-    `--device` existed ran on the CPU; records before runs kept a list stayed on `device`)."""
+    """The devices a run trained on, each with the training documents seen when it took over (a record without a
+    `devices` list trained on its `device` only, and one without either on the CPU)."""
     return [(name, documents) for name, documents in record.get("devices") or [[record.get("device", "cpu"), 0]]]
 
 
@@ -129,7 +129,7 @@ def _model_row(name: str, mine: list[dict]) -> str:
             f"| {_wall_cell(mine)} |")
 
 
-def dataset_table(dataset: str, runs: list[dict], summary: dict, tfidf: dict | None) -> str:
+def dataset_table(dataset: str, runs: list[dict], summary: dict, tfidf: dict | None, tfidf_source: str = "") -> str:
     parts = []
     if runs:
         first = runs[0]
@@ -160,7 +160,7 @@ def dataset_table(dataset: str, runs: list[dict], summary: dict, tfidf: dict | N
     if tfidf:
         ours = (runs[0]["test"]["n"], runs[0]["test_short"]["n"], runs[0]["test_long"]["n"]) if runs else None
         theirs = (tfidf["test"]["n"], tfidf["test_short"]["n"], tfidf["test_long"]["n"])
-        notes.append(f"TF-IDF row: `docs/tfidf_baseline/results.json` (not recomputed; one deterministic fit, its "
+        notes.append(f"TF-IDF row: `{tfidf_source}` (not recomputed; one deterministic fit, its "
                      f"settings chosen on its own 10% dev split of train, {tfidf['dev']['n']} documents; wall time "
                      f"includes that grid search)"
                      + ("" if ours == theirs else
@@ -226,7 +226,8 @@ def report(output_dir: Path, tfidf_path: Path | None = None) -> str:
         runs = read_runs(output_dir, dataset)
         summary_path = output_dir / dataset / "data.json"
         summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
-        part = dataset_table(dataset, runs, summary, tfidf.get(dataset))
+        part = dataset_table(dataset, runs, summary, tfidf.get(dataset),
+                             repository_relative(str(tfidf_path)) if tfidf_path else "")
         if part:
             parts.append(part)
         if runs:

@@ -32,7 +32,7 @@ from .data import LONG
 from .models import INPUT_KEY, MINILM_MODELS, OPTION_MODELS, SENTENCE_MODELS, batch_tokens, build_model, logits_of, \
     make_batch, parameter_count, to_device
 
-PROTOCOL = "early-stopping-v1"  # runs.jsonl records of this comparison (the fixed-budget ones have no such field)
+PROTOCOL = "early-stopping-v1"  # runs.jsonl records of this comparison; records without it are not read
 
 
 def length_grouped_batches(lengths: np.ndarray, batch_size: int, rng) -> list[np.ndarray]:
@@ -228,7 +228,7 @@ def train_run(name: str, seed: int, args, data: dict, run_dir: Path) -> dict:
         state = saved["state"]
         state["batches"] = [np.asarray(b, dtype=np.int64) for b in state["batches"]]
         state["resumes"] += 1
-        # checkpoints written before runs kept their devices stayed on the device they were resumed on
+        # a checkpoint without a devices list is taken to have trained on the device it resumes on
         state.setdefault("devices", [[here, 0]])
         print(f"    {name} seed {seed}: resumed at {state['documents']} documents (epoch {state['epoch']}, "
               f"{len(state['history'])} evaluations)", flush=True)

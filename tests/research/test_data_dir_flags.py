@@ -5,7 +5,6 @@ must hold and where the data comes from (no default path outside the repository)
 import pytest
 
 from research.compare_lm import __main__ as compare_lm
-from research.compare_long_docs import __main__ as compare_long_docs
 
 
 def test_compare_lm_needs_a_data_dir(tmp_path):
@@ -14,10 +13,3 @@ def test_compare_lm_needs_a_data_dir(tmp_path):
     with pytest.raises(ValueError, match=r"--data_dir is required.*Gutenberg.*books-"):
         compare_lm.main(["--corpus", "gutenberg", "--output_dir", str(tmp_path / "out")])
     assert not (tmp_path / "out").exists()
-
-
-def test_compare_long_docs_needs_a_data_dir(tmp_path):
-    with pytest.raises(ValueError, match=r"--data_dir is required.*hyperpartisan.*20newsgroups.*imdb"):
-        compare_long_docs.main(["--output_dir", str(tmp_path / "out")])
-    with pytest.raises(FileNotFoundError, match=r"imdb/train\.jsonl\.gz does not exist.*Maas"):
-        compare_long_docs.main(["--datasets", "imdb", "--data_dir", str(tmp_path), "--output_dir", str(tmp_path / "o")])

@@ -12,9 +12,11 @@ import torch
 
 from research.compare_long_docs import data, models, report, train
 from research.compare_long_docs.__main__ import main, parse_args
+from tests.conftest import device  # noqa: F401 (the device fixture: RAN_TEST_DEVICE, default cpu)
 
 SHARED_DATA = data.REPO.parent / "shared" / "data"
-TFIDF = data.REPO / "docs" / "tfidf_baseline" / "results.json"
+TFIDF = data.TFIDF_RESULTS
+RESULTS = data.REPO / "research" / "compare_long_docs" / "results"
 
 
 def test_length_grouped_batches_cover_every_document_once():
@@ -308,7 +310,7 @@ def test_default_tokenizer_splits_test_like_the_tfidf_row(tmp_path):
     assert (len(lengths), int((lengths <= 512).sum()), int((lengths > 512).sum())) == \
         (tfidf["test"]["n"], tfidf["test_short"]["n"], tfidf["test_long"]["n"])
     assert len(prepared["dev"]["label"]) == 65 and len(prepared["train"]["label"]) == 580
-    assert prepared["tokenizer"] == "docs/compare/hyperpartisan/tokenizer"  # results name no machine's folder
+    assert prepared["tokenizer"] == "research/compare_long_docs/tokenizers/hyperpartisan"  # no machine's folder
 
 
 def test_end_to_end_on_a_tiny_corpus(tmp_path, monkeypatch):
@@ -353,6 +355,15 @@ def test_end_to_end_on_a_tiny_corpus(tmp_path, monkeypatch):
     assert cells[1].strip() == "2" and cells[2].strip() == "cpu"
     assert f"{100 * runs[1]['test']['accuracy']:.1f}" == cells[3].strip()
     assert float(cells[10]) == round(report.cpu_hours(runs[1]), 2) and cells[7].strip() == runs[1]["stopped"]
+
+
+def test_data_comes_only_from_data_dir(tmp_path):
+    """Without --data_dir the comparison stops with an error that says what the folder must hold and where the data
+    comes from (no default path outside the repository)."""
+    with pytest.raises(ValueError, match=r"--data_dir is required.*hyperpartisan.*20newsgroups.*imdb"):
+        main(["--output_dir", str(tmp_path / "out")])
+    with pytest.raises(FileNotFoundError, match=r"imdb/train\.jsonl\.gz does not exist.*Maas"):
+        main(["--datasets", "imdb", "--data_dir", str(tmp_path), "--output_dir", str(tmp_path / "o")])
 
 
 def test_bad_arguments(tmp_path):
@@ -429,8 +440,8 @@ def test_a_run_that_moves_device_records_where_it_trained(tmp_path, monkeypatch)
 
 def test_merge_from_other_output_folders_rebuilds_the_same_table(tmp_path):
     """Runs made in separate folders (one process per run, a GPU machine) merged into one give the table of all."""
-    runs = (data.REPO / "docs" / "compare_converge" / "20newsgroups" / "runs.jsonl").read_text().splitlines()
-    summary = (data.REPO / "docs" / "compare_converge" / "20newsgroups" / "data.json").read_text()
+    runs = (RESULTS / "20newsgroups" / "runs.jsonl").read_text().splitlines()
+    summary = (RESULTS / "20newsgroups" / "data.json").read_text()
     whole, first, second = tmp_path / "whole", tmp_path / "first", tmp_path / "second"
     for folder, lines in ((whole, runs), (first, runs[:5]), (second, runs[3:])):  # runs 3-4 in both
         (folder / "20newsgroups").mkdir(parents=True)
@@ -477,7 +488,7 @@ def test_ran_option_reaches_the_ran_models_their_settings_and_the_tables(tmp_pat
     assert train.run_setting("ran", 1, args, prepared)["ran_options"] == {"hidden_dropout_prob": 0.3,
                                                                            "pooler_pooling": "max"}
     assert "ran_options" not in train.run_setting("bilstm", 1, args, prepared)
-    assert "ran_options" not in train.run_setting("ran", 1, parse_args(common), prepared)  # old checkpoints resume
+    assert "ran_options" not in train.run_setting("ran", 1, parse_args(common), prepared)  # unchanged setting
     # the same model and seed without and with an override are two runs, two rows, the second named by its override
     main(common)
     main(common + ["--ran_option", "pooler_type=average"])
