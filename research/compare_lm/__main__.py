@@ -29,15 +29,17 @@ word-level WikiText-2 numbers. The output directory gets `runs.jsonl` (one line 
 same settings is reused when the command runs again, so models and seeds can be added, or run in parallel processes
 that share the directory), `results.json` and `table.md` (of the models and seeds asked for).
 
-Reproduce the README tables (1 torch thread per process, about 11 minutes per model on one CPU core; models and
-seeds can run in parallel processes sharing an output directory):
+Reproduce the results in `research/compare_lm/results/` (1 torch thread per process, about 11 minutes per model on
+one CPU core; models and seeds can run in parallel processes sharing an output directory):
 
-    python -m research.compare_lm --data_dir DATA/wikitext-2 --steps 600 --output_dir outputs/compare_lm
+    python -m research.compare_lm --data_dir DATA/wikitext-2 --steps 600 --seeds 0 1 --output_dir outputs/compare_lm
     python -m research.compare_lm --corpus gutenberg --data_dir DATA/gutenberg --block_size 2048 --steps 600 \
         --output_dir outputs/compare_lm_gutenberg
 
-A quick smoke run: `python -m research.compare_lm --data_dir DATA/wikitext-2 --steps 5 --max_train_tokens 100000 --max_eval_tokens 8192
---output_dir /tmp/lm_smoke`.
+A quick smoke run:
+
+    python -m research.compare_lm --data_dir DATA/wikitext-2 --steps 5 --max_train_tokens 100000 \
+        --max_eval_tokens 8192 --output_dir /tmp/lm_smoke
 """
 
 from __future__ import annotations
