@@ -222,3 +222,12 @@ def test_gutenberg_books_are_split_by_book(tmp_path):
     assert meta["train_books"] == books["train"]
     with pytest.raises(FileNotFoundError, match="books-"):
         cli.main(["--corpus", "gutenberg", "--data_dir", str(tmp_path), "--output_dir", str(out), *TINY_FLAGS])
+
+
+def test_data_comes_only_from_data_dir(tmp_path):
+    """Without --data_dir the driver stops with an error that says what the folder must hold."""
+    with pytest.raises(ValueError, match=r"--data_dir is required.*WikiText-2.*wiki\.train\.docshuf\.tokens"):
+        cli.main(["--output_dir", str(tmp_path / "out")])
+    with pytest.raises(ValueError, match=r"--data_dir is required.*Gutenberg.*books-"):
+        cli.main(["--corpus", "gutenberg", "--output_dir", str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists()
