@@ -7,8 +7,8 @@ import pytest
 from transformers import AutoTokenizer
 
 from research import recipe_selection
-from research.recipe_selection.__main__ import (CANDIDATES, collect, dataset_flags, ensure_tokenizer, finished,
-                                                format_table, main, report, run_command, run_dir)
+from research.recipe_selection.__main__ import (CANDIDATES, collect, dataset_flags, ensure_tokenizer, epoch_history,
+                                                finished, format_table, main, report, run_command, run_dir)
 
 
 def write(tmp_path, candidate, seed, **metrics):
@@ -32,11 +32,11 @@ def test_choice_is_by_mean_dev_macro_f1_and_unfinished_runs_are_ignored(tmp_path
     rows = {row["candidate"]: row for row in collect(tmp_path, [1, 2])}
     assert set(rows) == {"recipe", "regularized"}
     assert rows["regularized"]["dev_macro_f1"][0] == 0.725 and rows["recipe"]["dev_macro_f1"][0] == 0.7
-    # candidates tried on top of the earlier D 128 recipe name it instead of spelling out its flags
+    # candidates built on the D 128 recipe name it instead of spelling out its flags
     assert rows["regularized"]["flags"] == "(d128-2-layers) --weight_decay 0.1 --hidden_dropout_prob 0.2"
     assert rows["recipe"]["flags"] == "(the recipe)"
     assert rows["recipe"]["per_seed_test_macro_f1"] == [0.9, 0.7] and rows["recipe"]["seeds"] == [1, 2]
-    assert "test_accuracy_over_512" not in rows["recipe"]  # runs from before the length split was recorded
+    assert "test_accuracy_over_512" not in rows["recipe"]  # runs without the split by length
     table = report(tmp_path, [1, 2]).splitlines()
     assert table[2].startswith("| regularized |") and table[3].startswith("| recipe |")
     assert table[3].split(" | ")[7:9] == ["-", "-"]
@@ -118,3 +118,26 @@ def test_the_dataset_tokenizer_is_trained_once_on_its_train_file(tmp_path):
     assert tokenizer.tokenize("the film plot") == ["the", "film", "plot"] and tokenizer.pad_token_id == 0
     ensure_tokenizer(flags, out)  # every seed shares the first one
     assert tokenizer_file.stat().st_mtime_ns == trained
+
+
+def test_report_keeps_each_finished_runs_dev_scores_per_epoch(tmp_path):
+    """`epochs.json` holds, per finished run with a `trainer_state.json`, each epoch's dev metrics and the mean and
+    last training loss logged during that epoch."""
+    log = [{"epoch": 0.5, "loss": 2.0, "step": 10}, {"epoch": 1.0, "loss": 1.0, "step": 20},
+           {"epoch": 1.0, "eval_macro_f1": 0.41234, "eval_accuracy": 0.5, "eval_loss": 1.5, "step": 20},
+           {"epoch": 1.5, "loss": 0.5, "step": 30},
+           {"epoch": 2.0, "eval_macro_f1": 0.6, "eval_accuracy": 0.7, "eval_loss": 1.2, "step": 40},
+           {"epoch": 2.0, "train_loss": 1.1, "train_runtime": 60.0, "step": 40}]
+    assert epoch_history({"log_history": log}) == [
+        {"epoch": 1.0, "step": 20, "eval_macro_f1": 0.4123, "eval_accuracy": 0.5, "eval_loss": 1.5,
+         "train_loss_mean": 1.5, "train_loss_last": 1.0},
+        {"epoch": 2.0, "step": 40, "eval_macro_f1": 0.6, "eval_accuracy": 0.7, "eval_loss": 1.2,
+         "train_loss_mean": 0.5, "train_loss_last": 0.5}]
+    write(tmp_path, "recipe", 1, eval_macro_f1=0.6, test_accuracy=0.6, test_macro_f1=0.6, train_runtime=60)
+    (run_dir(tmp_path, "recipe", 1) / "trainer_state.json").write_text(json.dumps({"log_history": log}))
+    write(tmp_path, "recipe", 2, eval_macro_f1=0.6, test_accuracy=0.6, test_macro_f1=0.6, train_runtime=60)
+    write(tmp_path, "window-64", 1, eval_macro_f1=0.6, train_runtime=60)  # not finished: no test metrics yet
+    (run_dir(tmp_path, "window-64", 1) / "trainer_state.json").write_text(json.dumps({"log_history": log}))
+    report(tmp_path, [1, 2])
+    epochs = json.loads((tmp_path / "epochs.json").read_text())
+    assert list(epochs) == ["recipe/seed1"] and epochs["recipe/seed1"] == epoch_history({"log_history": log})
