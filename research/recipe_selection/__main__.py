@@ -7,7 +7,7 @@ Hyperpartisan data and tokenizer; the dev split is a stratified 10% of the offic
 seed). A candidate is scored by its dev macro-F1 (the best epoch's, as the job itself selects), averaged over the
 seeds; test metrics are recorded for the report but play no part in the choice. Runs go `--threads` torch threads
 each (default 1), `--parallel` at a time; a finished run (test metrics in its `all_results.json`) is not run again,
-a run still alive from an earlier driver (its `pid` file names a live process) is waited for, and a run that was
+a run still alive from another driver process (its `pid` file names a live process) is waited for, and a run that was
 stopped continues from its newest checkpoint (one every 15 minutes of training, and one per epoch), so the command
 resumes.
 
@@ -35,34 +35,29 @@ from pathlib import Path
 import numpy as np
 
 
-# The recipe until session 14 (D 128 x 2 layers, 4 x 32 heads, window 128, lr 1e-3, 6 epochs of 2,048 tokens), as
-# flags on top of today's recipe; the first alternatives below were tried on top of it.
+# The D 128 recipe (D 128 x 2 layers, 4 x 32 heads, window 128, lr 1e-3, 6 epochs of 2,048 tokens), as flags on top
+# of the `from-scratch` recipe; the candidates after `d128-2-layers` are variations of it.
 D128_RECIPE = ["--hidden_size", "128", "--num_hidden_layers", "2", "--num_attention_heads", "4",
                "--attention_head_size", "32", "--window_size", "128", "--learning_rate", "1e-3",
                "--num_train_epochs", "6", "--max_length", "2048"]
 CANDIDATES = {
-    # today's recipe (since session 15): the pretrained RAN's size (pretraining/README.md) from scratch, 3 epochs of
-    # 1,024 tokens at lr 2e-4; it ran as the candidate "d256-4-layers" in session 14
+    # the `from-scratch` recipe: the pretrained RAN's size (pretraining/README.md) from scratch, 3 epochs of 1,024
+    # tokens at lr 2e-4
     "recipe": [],
-    # session 18: the recipe at 2.5x its learning rate, after 3 epochs left 20 Newsgroups under-trained (dev macro-F1
-    # still rising by 0.064 at the last epoch, mean training loss 0.48 over the last epoch)
+    # 2.5x the learning rate: after 3 epochs 20 Newsgroups' dev macro-F1 still rises by 0.064 in the last epoch
     "lr-5e-4": ["--learning_rate", "5e-4"],
-    # session 19: twice the passes, since 2.5x the learning rate gained 20 Newsgroups only 0.007 dev macro-F1 (a
-    # from-scratch embedding table sees each rare header token once per epoch; the BiLSTM peaked at epoch 15)
+    # twice the passes: a from-scratch embedding table sees each rare header token once per epoch, and the BiLSTM of
+    # the converged comparison peaks at epoch 15 on 20 Newsgroups
     "6-epochs": ["--num_train_epochs", "6"],
-    # session 19: the authors' max pooling in the cell transform (the residual alone trains with it: docs/stall/),
-    # since a max-pooled BiLSTM learns 20 Newsgroups' keyword-like cues far faster than mean-pooled RAN (dev
-    # macro-F1 0.853 against 0.724 after 3.9 epochs, docs/compare_converge/); mean won Hyperpartisan dev at seed 42 only
+    # the authors' max pooling in the cell transform (it trains with the memory-review residual:
+    # research/stall_diagnosis/); a max-pooled BiLSTM learns 20 Newsgroups' keyword-like cues far faster than
+    # mean-pooled RAN under the converged comparison
     "max-pooling": ["--config_overrides", "pooler_pooling=max"],
-    # session 20: a quarter of the window, so the recurrence runs 4x as often and attention is local: at window 256
-    # most 20 Newsgroups posts (median 352 tokens) span one or two windows, a plain transformer from scratch, which
-    # learns it slower than the BiLSTM (BERT-512 under the converged comparison: dev macro-F1 0.67 after 3.9 epochs,
-    # RAN at window 128 0.72, the BiLSTM 0.82)
+    # a quarter of the window, so the recurrence runs 4x as often and attention is local: at window 256 most 20
+    # Newsgroups posts (median 352 tokens) span one or two windows, where RAN is close to a plain transformer
     "window-64": ["--window_size", "64"],
-    # session 33: the document vector as the plain mean of the token outputs (the paper's Table 4 "average" pooling,
-    # no cell term), after it led the cell transform on 20 Newsgroups dev by 7-18 points at every evaluation of the
-    # first three epochs under the converged comparison's protocol at D 128 x 2 (same seed and batches;
-    # docs/compare_converge/)
+    # the document vector as the plain mean of the token outputs (the paper's Table 4 "average" pooling, no cell
+    # term): `--recipe from-scratch-average`
     "average-pooling": ["--config_overrides", "pooler_type=average"],
     "d128-2-layers": D128_RECIPE,
     "10-epochs": D128_RECIPE + ["--num_train_epochs", "10"],
@@ -128,7 +123,7 @@ def finished(output_dir: Path, candidate: str, seed: int) -> dict | None:
 
 
 def alive(output_dir: Path, candidate: str, seed: int) -> int | None:
-    """The pid of this run's process if an earlier driver started it and it still runs."""
+    """The pid of this run's process if another driver process started it and it still runs."""
     path = run_dir(output_dir, candidate, seed) / "pid"
     if not path.exists():
         return None
@@ -141,7 +136,7 @@ def alive(output_dir: Path, candidate: str, seed: int) -> int | None:
 
 
 class Adopted:
-    """A run started by an earlier driver, polled through its pid."""
+    """A run started by another driver process, polled through its pid."""
 
     def __init__(self, pid: int):
         self.pid, self.returncode = pid, None
@@ -184,7 +179,8 @@ def launch(output_dir: Path, candidate: str, seed: int, data_flags: list[str],
 
 
 def train_seconds(results: dict) -> float:
-    """A run's training time over all its processes (runs that predate that record: the last process's only)."""
+    """A run's training time over all its processes (a record without `train_runtime_all_processes`: its last
+    process's only)."""
     return results.get("train_runtime_all_processes", results["train_runtime"])
 
 
@@ -208,7 +204,7 @@ def collect(output_dir: Path, seeds: list[int]) -> list[dict]:
                      "per_seed_test_accuracy": [round(r["test_accuracy"], 3) for _, r in runs],
                      "per_seed_test_macro_f1": [round(r["test_macro_f1"], 3) for _, r in runs],
                      "per_seed_dev_macro_f1": [round(r["eval_macro_f1"], 3) for _, r in runs]})
-        if all("test_over_512_accuracy" in r for _, r in runs):  # runs since the split was recorded
+        if all("test_over_512_accuracy" in r for _, r in runs):  # every run recorded the split by length
             rows[-1].update(test_accuracy_le_512=stat("test_le_512_accuracy"),
                             test_accuracy_over_512=stat("test_over_512_accuracy"))
     return add_paired_dev_gain(rows)
@@ -227,12 +223,42 @@ def add_paired_dev_gain(rows: list[dict]) -> list[dict]:
     return rows
 
 
+def epoch_history(trainer_state: dict) -> list[dict]:
+    """Per epoch of a run's `trainer_state.json`: its dev metrics and the training loss logged during that epoch
+    (`train_loss_mean`: the mean of the logged losses, `train_loss_last`: the last one)."""
+    epochs, losses = [], []
+    for entry in trainer_state["log_history"]:
+        if "loss" in entry:
+            losses.append(entry["loss"])
+        elif "eval_macro_f1" in entry:
+            epochs.append({"epoch": round(entry["epoch"], 2), "step": entry["step"],
+                           "eval_macro_f1": round(entry["eval_macro_f1"], 4),
+                           "eval_accuracy": round(entry["eval_accuracy"], 4), "eval_loss": round(entry["eval_loss"], 4),
+                           "train_loss_mean": round(float(np.mean(losses)), 4) if losses else None,
+                           "train_loss_last": round(losses[-1], 4) if losses else None})
+            losses = []
+    return epochs
+
+
+def collect_epochs(output_dir: Path, seeds: list[int]) -> dict[str, list[dict]]:
+    """`epoch_history` of every finished run of `seeds` that kept its `trainer_state.json`, by `candidate/seedN`."""
+    histories = {}
+    for candidate in CANDIDATES:
+        for seed in seeds:
+            state = run_dir(output_dir, candidate, seed) / "trainer_state.json"
+            if finished(output_dir, candidate, seed) is not None and state.is_file():
+                histories[f"{candidate}/seed{seed}"] = epoch_history(json.loads(state.read_text()))
+    return histories
+
+
 def report(output_dir: Path, seeds: list[int]) -> str:
-    """Write `table.md` and `results.json` for the finished runs of `seeds` in `output_dir`; returns the table."""
+    """Write `table.md`, `results.json` and `epochs.json` (each run's dev metrics per epoch) for the finished runs of
+    `seeds` in `output_dir`; returns the table."""
     rows = collect(output_dir, seeds)
     table = format_table(rows)
     (output_dir / "table.md").write_text(table)
     (output_dir / "results.json").write_text(json.dumps(rows, indent=1) + "\n")
+    (output_dir / "epochs.json").write_text(json.dumps(collect_epochs(output_dir, seeds), indent=1) + "\n")
     return table
 
 

@@ -4,7 +4,7 @@
 
 Per step (on the fixed 16-document dev probe, eval mode): how alike the tokens of a document are after each
 layer (`within_cos`), the spread across documents of the pooler's token part, and the norms of the memory-review
-biases; at step 0 the five parameters with the largest gradient. Writes `docs/stall/first_steps.json`.
+biases; at step 0 the five parameters with the largest gradient. Writes `research/stall_diagnosis/results/first_steps.json`.
 """
 
 import argparse
@@ -27,7 +27,7 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--lr", type=float, default=1e-3)
-    parser.add_argument("--output", type=Path, default=probe.REPO / "docs" / "stall" / "first_steps.json")
+    parser.add_argument("--output", type=Path, default=probe.RESULTS / "first_steps.json")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     data, vocab_size = probe.load_imdb(args.data_dir, 2000, 300, 512)

@@ -7,9 +7,8 @@ gradient norms and activation statistics logged every `--stats_every` steps and 
 
     python -m research.stall_diagnosis.probe --data_dir DATA --pooling max mean --review on off --seeds 0 1 2 --steps 200
 
-Candidate fixes (the runs in docs/stall/ were made with them prototyped on the model instances, before the
-residual became the config option `memory_review_residual`; the probe now uses that option, and records the memory
-review's internals with forward hooks that leave the computation untouched):
+Candidate fixes (the residual is the config option `memory_review_residual`; the memory review's internals are
+recorded with forward hooks that leave the computation untouched):
   none          the authors' layer.
   residual      `RANConfig(memory_review_residual=True)`: memory review output `norm(o + GLU(q) + y)`, the layer
                 input y (the window attention's token output) added before the norm.
@@ -35,6 +34,8 @@ from ran_hf import RANConfig, RANForSequenceClassification
 from ran_hf import modeling_ran
 
 REPO = Path(__file__).resolve().parents[2]
+RESULTS = Path(__file__).resolve().parent / "results"
+IMDB_TOKENIZER = REPO / "research" / "compare_long_docs" / "tokenizers" / "imdb" / "tokenizer.json"
 FIXES = ("none", "residual", "zero_o", "init_scale")
 DEFAULT_TRAIN_SIZE, DEFAULT_DEV_SIZE = 2000, 300
 
@@ -61,7 +62,7 @@ def load_imdb(data_dir: Path, train_size: int, dev_size: int, max_length: int):
         members = rng.permutation(np.flatnonzero(labels == label))
         picked["dev"].extend(members[: dev_size // 2])
         picked["train"].extend(members[dev_size // 2: dev_size // 2 + train_size // 2])
-    tokenizer = Tokenizer.from_file(str(REPO / "docs" / "compare" / "imdb" / "tokenizer" / "tokenizer.json"))
+    tokenizer = Tokenizer.from_file(str(IMDB_TOKENIZER))
     tokenizer.no_truncation()
     sep = tokenizer.token_to_id("[SEP]")
     out = {}
@@ -283,8 +284,8 @@ def run_key(args, pooling: str, review: bool, fix: str, seed: int) -> str:
 
 
 def sample_key(args) -> str:
-    """The training / dev sample sizes, named in a run's key only when they differ from the defaults (2,000 / 300),
-    so that the keys of the runs recorded before these sizes were varied still match."""
+    """The training / dev sample sizes, named in a run's key only when they differ from the defaults (2,000 / 300):
+    a run of the default sample keeps the key format of the records in `results/`, so a re-run skips them."""
     if (args.train_size, args.dev_size) == (DEFAULT_TRAIN_SIZE, DEFAULT_DEV_SIZE):
         return ""
     return f"|train={args.train_size}|dev={args.dev_size}"
@@ -343,7 +344,7 @@ def train_run(args, data: dict, vocab_size: int, pooling: str, review: bool, fix
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data_dir", type=Path, required=True, help="Folder holding imdb/{train,test}.jsonl.gz.")
-    parser.add_argument("--results", type=Path, default=REPO / "docs" / "stall" / "runs.jsonl")
+    parser.add_argument("--results", type=Path, default=RESULTS / "runs.jsonl")
     parser.add_argument("--pooling", nargs="+", default=["max"], choices=["max", "mean"])
     parser.add_argument("--review", nargs="+", default=["on"], choices=["on", "off"])
     parser.add_argument("--fix", nargs="+", default=["none"], choices=FIXES)

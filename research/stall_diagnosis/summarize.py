@@ -1,16 +1,15 @@
-"""Plots and tables from the probe runs (`docs/stall/runs*.jsonl`, written by probe.py).
+"""Plots and tables from the probe runs (`results/runs*.jsonl` of this folder, written by probe.py).
 
     python -m research.stall_diagnosis.summarize
 
-Writes `docs/stall/summary.json` (dev accuracy per configuration over seeds, without the traces),
-`docs/stall/variants.png` (gradient norms and activation statistics over the first steps, seed 0, four variants),
-`docs/stall/slow_warmup.png` (the authors' model under the converged comparison's warm-up slope) and prints
-markdown tables for `docs/stall/README.md`.
+Writes, in `research/stall_diagnosis/results/`: `summary.json` (dev accuracy per configuration over seeds, without
+the traces), `variants.png` (gradient norms and activation statistics over the first steps, seed 0, four variants),
+`slow_warmup.png` (the authors' model under the converged comparison's warm-up slope) and `first_steps.png`; prints
+the markdown table of the study's README.
 """
 
 import json
 from collections import defaultdict
-from pathlib import Path
 
 import matplotlib
 
@@ -18,21 +17,18 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from .probe import DEFAULT_TRAIN_SIZE  # noqa: E402
-
-REPO = Path(__file__).resolve().parents[2]
-DOCS = REPO / "docs" / "stall"
+from .probe import DEFAULT_TRAIN_SIZE, RESULTS  # noqa: E402
 
 
 def read_runs() -> list[dict]:
     runs = []
-    for path in sorted(DOCS.glob("runs*.jsonl")):
+    for path in sorted(RESULTS.glob("runs*.jsonl")):
         runs += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     return runs
 
 
 def train_size(run: dict) -> int:
-    """The run's number of training documents; runs recorded before probe.py wrote it used its default."""
+    """The run's number of training documents (a record without the field used probe.py's default)."""
     return run.get("train_size", DEFAULT_TRAIN_SIZE)
 
 
@@ -106,7 +102,7 @@ def plot_variants(runs: list[dict]):
     axes.flat[0].legend(fontsize=8)
     fig.suptitle("IMDB 512-token probe, width 128, 2 layers, seed 0, AdamW lr 1e-3 constant, batch 8")
     fig.tight_layout()
-    fig.savefig(DOCS / "variants.png", dpi=80)
+    fig.savefig(RESULTS / "variants.png", dpi=80)
 
 
 def plot_slow_warmup(runs: list[dict]):
@@ -140,11 +136,11 @@ def plot_slow_warmup(runs: list[dict]):
     fig.suptitle("Authors' RAN (max pooling, memory review): the converged comparison's warm-up slope "
                  "(1e-3 / 2,813 per step) against constant lr 1e-3", fontsize=10)
     fig.tight_layout()
-    fig.savefig(DOCS / "slow_warmup.png", dpi=80)
+    fig.savefig(RESULTS / "slow_warmup.png", dpi=80)
 
 
 def plot_first_steps():
-    path = DOCS / "first_steps.json"
+    path = RESULTS / "first_steps.json"
     if not path.is_file():
         return
     runs = json.loads(path.read_text())
@@ -162,13 +158,13 @@ def plot_first_steps():
     axes[0].legend(fontsize=8)
     fig.suptitle("First 30 AdamW steps (lr 1e-3, no warm-up), authors' RAN with memory review, seed 0", fontsize=10)
     fig.tight_layout()
-    fig.savefig(DOCS / "first_steps.png", dpi=80)
+    fig.savefig(RESULTS / "first_steps.png", dpi=80)
 
 
 def main():
     runs = read_runs()
     text, summary = table(runs)
-    (DOCS / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    (RESULTS / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     plot_variants(runs)
     plot_slow_warmup(runs)
     plot_first_steps()

@@ -3,19 +3,19 @@
 Settings (C, min_df, sublinear_tf, max_features) are chosen on a dev split carved from TRAIN (stratified 10%, seed
 0) by dev accuracy; the chosen setting is refitted on the full train split and scored once on the official test
 split: accuracy and macro-F1, overall and for documents of at most / more than 512 WordPiece tokens (the dataset's
-committed tokenizer in `docs/compare/<dataset>/tokenizer/`, [CLS] and [SEP] included).
+committed tokenizer in `research/compare_long_docs/tokenizers/<dataset>/`, [CLS] and [SEP] included).
 
     python -m research.tfidf_baseline.tfidf_baseline --data_dir DATA
 
-The committed results used the full grid for Hyperpartisan and IMDB and, for time (20 Newsgroups' 20-class fits
-on a shared 2-core machine), a smaller one for 20 Newsgroups:
+The committed results (`research/tfidf_baseline/results/`) use the full grid for Hyperpartisan and IMDB and, for
+time (20 Newsgroups' 20-class fits on a shared 2-core machine), a smaller one for 20 Newsgroups:
 
     python -m research.tfidf_baseline.tfidf_baseline --data_dir DATA --datasets hyperpartisan imdb
     python -m research.tfidf_baseline.tfidf_baseline --data_dir DATA --datasets 20newsgroups \
         --C 10 100 --min_df 2 --max_features 200000
     python -m research.tfidf_baseline.tfidf_baseline --data_dir DATA   # table of all three
 
-Writes `docs/tfidf_baseline/results.json` and `docs/tfidf_baseline/table.md` (`--output_dir` to change); every dev
+Writes `results.json` and `table.md` in `research/tfidf_baseline/results/` (`--output_dir` to change); every dev
 try and finished dataset is also kept under `<output_dir>/work/`, so a stopped run resumes, and datasets can run in
 separate processes (`--datasets imdb`, ...) before one last call that writes the table of all three.
 The n-gram counting runs once per fit split; min_df / max_features / sublinear tf are applied to the count matrix,
@@ -37,6 +37,8 @@ from sklearn.model_selection import train_test_split
 from research.compare_long_docs.data import read_official_splits
 
 REPO = Path(__file__).resolve().parents[2]
+RESULTS = Path(__file__).resolve().parent / "results"
+TOKENIZERS = REPO / "research" / "compare_long_docs" / "tokenizers"  # one WordPiece tokenizer per dataset
 DATASETS = ("hyperpartisan", "imdb", "20newsgroups")
 LONG = 512
 GRID = {"C": (1.0, 10.0, 100.0), "min_df": (1, 2), "sublinear_tf": (False, True), "max_features": (None, 200_000)}
@@ -52,7 +54,7 @@ def load(name: str, data_dir: Path) -> tuple[list[str], np.ndarray, list[str], n
 def token_lengths(name: str, texts: list[str]) -> np.ndarray:
     from tokenizers import Tokenizer
 
-    tokenizer = Tokenizer.from_file(str(REPO / "docs" / "compare" / name / "tokenizer" / "tokenizer.json"))
+    tokenizer = Tokenizer.from_file(str(TOKENIZERS / name / "tokenizer.json"))
     tokenizer.no_truncation()
     return np.array([len(e.ids) for e in tokenizer.encode_batch(texts, add_special_tokens=True)])
 
@@ -133,9 +135,8 @@ def table(results: list[dict]) -> str:
             f"{r['test']['accuracy']:.3f} | {r['test']['macro_f1']:.3f} | {r['test_short']['accuracy']:.3f} | "
             f"{r['test_long']['accuracy']:.3f} | {r['test_long']['macro_f1']:.3f} |")
     lines.append("")
-    lines.append("Reference test accuracies measured by the issue author: Hyperpartisan 0.780, IMDB 0.907, "
-                 "20 Newsgroups 0.853. Documents are counted with the dataset's WordPiece tokenizer in "
-                 "docs/compare/<dataset>/tokenizer/, [CLS] and [SEP] included.")
+    lines.append("Documents are counted with the dataset's WordPiece tokenizer in "
+                 "research/compare_long_docs/tokenizers/<dataset>/, [CLS] and [SEP] included.")
     lines.append("")
     lines.append("Settings tried on dev (C x min_df x sublinear_tf x max_features, word 1-2 grams, L2 logistic regression):")
     for r in results:
@@ -148,7 +149,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data_dir", type=Path, required=True, help="folder with hyperpartisan/, imdb/, 20newsgroups/")
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=DATASETS)
-    parser.add_argument("--output_dir", type=Path, default=REPO / "docs" / "tfidf_baseline")
+    parser.add_argument("--output_dir", type=Path, default=RESULTS)
     parser.add_argument("--C", type=float, nargs="+", default=list(GRID["C"]), help="inverse regularisation tried")
     parser.add_argument("--min_df", type=int, nargs="+", default=list(GRID["min_df"]))
     parser.add_argument("--sublinear_tf", type=int, nargs="+", choices=[0, 1], default=[0, 1])
