@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[2]
 # 512 tokens of these, so using them here puts every row of the table on the same <= 512 / > 512 split
 DEFAULT_TOKENIZER_DIR = REPO / "research" / "compare_long_docs" / "tokenizers"
 # research/tfidf_baseline's results, read into the table as its TF-IDF row (not recomputed)
-TFIDF_RESULTS = REPO / "docs" / "tfidf_baseline" / "results.json"
+TFIDF_RESULTS = REPO / "research" / "tfidf_baseline" / "results" / "results.json"
 LONG = 512  # documents longer than this (in WordPiece tokens) are "long"
 DATA_SOURCES = (
     "hyperpartisan/{train,test}-byarticle.jsonl[.gz] (SemEval-2019 Task 4 by-article, Zenodo record 1489920; this "

@@ -1,0 +1,1 @@
+"""Speed and memory benchmarks of ran_hf (run from the repository root)."""
