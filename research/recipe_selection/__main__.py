@@ -41,8 +41,8 @@ D128_RECIPE = ["--hidden_size", "128", "--num_hidden_layers", "2", "--num_attent
                "--attention_head_size", "32", "--window_size", "128", "--learning_rate", "1e-3",
                "--num_train_epochs", "6", "--max_length", "2048"]
 CANDIDATES = {
-    # today's recipe (since session 15): the pretrained RAN's size (pretraining/README.md) from scratch, 3 epochs of
-    # 1,024 tokens at lr 2e-4; it ran as the candidate "d256-4-layers" in session 14
+    # today's recipe (since session 15): the pretrained RAN's size (research/pretraining/README.md) from scratch,
+    # 3 epochs of 1,024 tokens at lr 2e-4; it ran as the candidate "d256-4-layers" in session 14
     "recipe": [],
     # session 18: the recipe at 2.5x its learning rate, after 3 epochs left 20 Newsgroups under-trained (dev macro-F1
     # still rising by 0.064 at the last epoch, mean training loss 0.48 over the last epoch)
