@@ -67,8 +67,8 @@ def model_card(name: str, folder_name: str, run: dict, record: dict, saved_confi
     config = record["config"]
     final = record["curve"][-1] if record.get("curve") else None
     in_domain = ", ".join(payload.get("in_domain") or []) or "none"
-    load = ("import ran_hf  # registers RAN with the Auto classes\nfrom transformers import AutoModelForMaskedLM, "
-            "AutoTokenizer\n\n" if name == "ran" else "from transformers import AutoModelForMaskedLM, AutoTokenizer\n\n")
+    load = "import ran_hf  # registers RAN with the Auto classes\n" if name == "ran" else ""
+    load += "from transformers import AutoModelForMaskedLM, AutoTokenizer\n\n"
     load += (f'model = AutoModelForMaskedLM.from_pretrained("{folder_name}")\n'
              f'tokenizer = AutoTokenizer.from_pretrained("{folder_name}")')
     architecture = (f"RAN, hidden size {config['hidden_size']}, {config['num_hidden_layers']} layers of "
@@ -96,8 +96,8 @@ def model_card(name: str, folder_name: str, run: dict, record: dict, saved_confi
         "## Training", "",
         f"{record['tokens_seen']:,} tokens seen ({record['passes']:.2f} passes over the corpus) in {record['steps']} "
         f"steps of up to {args[name + '_batch_size']} blocks; {run['train_elapsed_s']:.0f} s of wall time shared "
-        f"with the {'BERT peer' if name == 'ran' else 'RAN model'} on one {run['device']} ({record['gpu_seconds']:.0f} s "
-        f"of it this model's steps), bf16 autocast: {args['bf16']}. AdamW (0.9, 0.98), peak learning rate "
+        f"with the {'BERT peer' if name == 'ran' else 'RAN model'} on one {run['device']} "
+        f"({record['gpu_seconds']:.0f} s of it this model's steps), bf16 autocast: {args['bf16']}. AdamW (0.9, 0.98), peak learning rate "
         f"{args['learning_rate']:g}, warm-up over the first {args['warmup_fraction']:.0%} of the wall budget, "
         f"constant, linear decay to 0 over the last {args['decay_fraction']:.0%}; weight decay "
         f"{args['weight_decay']:g}, gradient clipping {args['max_grad_norm']:g}, dropout {args['dropout']:g} in "

@@ -5,10 +5,11 @@
 # and the BERT peer from the carried payload, writing weights, run.json and log.txt into $OUT.
 set -euo pipefail
 PAYLOAD=${PAYLOAD:-.pretrain_payload}
+PYTHON=${PYTHON:-python3}
 OUT=${OUT:-outputs/device_pretrain}
 mkdir -p "$OUT"
 if compgen -G "$PAYLOAD/wheels/*.whl" > /dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+  "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
     "$PAYLOAD"/wheels/*.whl
   export PYTHONPATH=/tmp/site:$PWD
 else
@@ -17,4 +18,4 @@ fi
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 export PYTORCH_CUDA_ALLOC_CONF=${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True}
 command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader || true
-exec python3 -m research.pretraining.device_pretrain --payload "$PAYLOAD" --out_dir "$OUT" "$@"
+exec "$PYTHON" -m research.pretraining.device_pretrain --payload "$PAYLOAD" --out_dir "$OUT" "$@"

@@ -31,9 +31,9 @@ and goes on; any other error in one model's step stops that model, logs the trac
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import lzma
-import math
 import os
 import platform
 import time
@@ -63,8 +63,6 @@ def load_payload(payload: Path, log, eval_spans: int = 0) -> tuple[np.ndarray, n
     """The training tokens (one uint16 array), each book's (offset, length) in it, the validation arrays (the first
     `eval_spans`, 0: all) and the manifest. Every shard's uncompressed tokens are checked against the manifest's
     sha256."""
-    import hashlib
-
     manifest = json.loads((payload / "manifest.json").read_text())
     started = time.time()
     arrays, books, offset = [], [], 0
@@ -426,9 +424,10 @@ def main(argv=None) -> dict:
         f"({Path(transformers.__file__).parent}), ran_hf from {Path(ran_hf.__file__).parent}; bf16 {args.bf16}")
     args.vocab_size = check_tokenizer(args.tokenizer)
     tokens_np, books, held_out, manifest = load_payload(Path(args.payload), log, args.eval_spans)
-    if manifest["vocab_size"] != args.vocab_size:
-        raise ValueError(f"The payload was packed with {manifest['vocab_size']} word pieces, the tokenizer has "
-                         f"{args.vocab_size}.")
+    tokenizer_sha256 = hashlib.sha256((Path(args.tokenizer) / "tokenizer.json").read_bytes()).hexdigest()
+    if manifest["tokenizer_sha256"] != tokenizer_sha256:
+        raise ValueError(f"--payload {args.payload} was packed with another tokenizer than --tokenizer "
+                         f"{args.tokenizer} (sha256 of tokenizer.json differs): pack it again.")
     tokens = torch.from_numpy(tokens_np.astype(np.int32)).to(device)
 
     builders = {"ran": (build_ran, args.ran_block_size, args.ran_batch_size, args.ran_share),
@@ -470,7 +469,12 @@ def main(argv=None) -> dict:
 
     def run_eval(trainee: Trainee, elapsed: float) -> None:
         started = time.time()
-        metrics = evaluate(trainee, validation[trainee.name], args, device)
+        try:
+            metrics = evaluate(trainee, validation[trainee.name], args, device)
+        except Exception:  # a failed evaluation must not cost the training run
+            trainee.model.train()
+            log(f"eval {trainee.name} failed:\n{traceback.format_exc()}")
+            return
         metrics.update(tokens=trainee.tokens, step=trainee.steps, elapsed_s=round(elapsed, 1))
         trainee.curve.append(metrics)
         log(f"eval {trainee.name} at {trainee.tokens / 1e6:.1f} M tokens (step {trainee.steps}): loss "

@@ -28,11 +28,13 @@ import argparse
 import hashlib
 import json
 import lzma
+import os
 import random
 import subprocess
 import sys
 import time
 import zipfile
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -46,7 +48,8 @@ TOKENIZER = STUDY / "tokenizer-16k"
 # The body of a validation span: 8 x 510 word pieces, so the BERT peer (blocks of [CLS] 510 [SEP]) scores exactly
 # the tokens RAN scores in one block of [CLS] 4,080 [SEP].
 SPAN_BODY = 8 * 510
-XZ_FILTERS = [{"id": lzma.FILTER_LZMA2, "preset": 9 | lzma.PRESET_EXTREME, "lc": 0, "lp": 1, "pb": 1}]
+# LZMA2 with literal position bits for 2-byte tokens; preset 6 compresses within 0.1% of preset 9e in half the time.
+XZ_FILTERS = [{"id": lzma.FILTER_LZMA2, "preset": 6, "lc": 0, "lp": 1, "pb": 1}]
 # The device's Python (3.12, x86-64) lacks these versions: transformers 5.17 is installed, ran_hf needs 5.24, which
 # checks `regex` at import.
 WHEELS = ["transformers==5.24.0", "regex==2025.11.3"]
@@ -54,6 +57,7 @@ WHEELS = ["transformers==5.24.0", "regex==2025.11.3"]
 SLIM_KEEP_MODELS = ("auto", "bert", "encoder_decoder")
 WHEEL_PLATFORMS = ["manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64"]
 BOOK_DIRS = ["gutenberg-more", "gutenberg"]
+TOKENIZE_BATCH = 8  # books tokenized together (in parallel)
 IN_DOMAIN = {"hyperpartisan": "hyperpartisan/train-byarticle.jsonl", "20newsgroups": "20newsgroups/train.jsonl.gz",
              "imdb": "imdb/train.jsonl.gz"}
 
@@ -67,8 +71,13 @@ def file_sha256(path: Path) -> str:
 
 
 def tokenize(tokenizer, text: str) -> np.ndarray:
-    ids = tokenizer(text, add_special_tokens=False, return_attention_mask=False)["input_ids"]
-    return np.asarray(ids, dtype=np.uint16)
+    return tokenize_batch(tokenizer, [text])[0]
+
+
+def tokenize_batch(tokenizer, texts: list[str]) -> list[np.ndarray]:
+    """The word pieces of each text (no special tokens), as uint16; a batch is tokenized on all cores."""
+    ids = tokenizer(texts, add_special_tokens=False, return_attention_mask=False)["input_ids"]
+    return [np.asarray(piece_ids, dtype=np.uint16) for piece_ids in ids]
 
 
 def read_books(data_dir: Path, split: str) -> list[dict]:
@@ -113,6 +122,10 @@ def validation_spans(books: list[np.ndarray], count: int, body: int = SPAN_BODY)
     return np.stack([books[candidates[i][0]][candidates[i][1]: candidates[i][1] + body] for i in keep])
 
 
+def compress(raw: bytes) -> bytes:
+    return lzma.compress(raw, format=lzma.FORMAT_XZ, filters=XZ_FILTERS)
+
+
 def write_shards(books: list[dict], out_dir: Path, shard_tokens: int) -> list[dict]:
     """Concatenate the books into shards of about `shard_tokens` tokens, each compressed with xz."""
     shards, current = [], []
@@ -123,13 +136,16 @@ def write_shards(books: list[dict], out_dir: Path, shard_tokens: int) -> list[di
             current = []
     if current:
         shards.append(current)
+    raws = [np.concatenate([b["ids"] for b in members]).astype("<u2").tobytes() for members in shards]
+    paths = [out_dir / f"train-{number:02d}.u16.xz" for number in range(len(shards))]
+    started = time.time()
+    with ProcessPoolExecutor(max_workers=max(1, min(len(raws), os.cpu_count() or 1))) as pool:
+        for path, compressed in zip(paths, pool.map(compress, raws)):
+            path.write_bytes(compressed)
+    print(f"compressed {len(raws)} shard(s) in {time.time() - started:.0f} s", flush=True)
     records = []
-    for number, members in enumerate(shards):
-        tokens = np.concatenate([b["ids"] for b in members])
-        raw = tokens.astype("<u2").tobytes()
-        path = out_dir / f"train-{number:02d}.u16.xz"
-        started = time.time()
-        path.write_bytes(lzma.compress(raw, format=lzma.FORMAT_XZ, filters=XZ_FILTERS))
+    for path, raw, members in zip(paths, raws, shards):
+        tokens = np.frombuffer(raw, dtype="<u2")
         offset, index = 0, []
         for b in members:
             index.append({"document": b["document"], "offset": offset, "tokens": len(b["ids"])})
@@ -137,7 +153,7 @@ def write_shards(books: list[dict], out_dir: Path, shard_tokens: int) -> list[di
         records.append({"file": path.name, "tokens": int(len(tokens)), "bytes": path.stat().st_size,
                         "sha256": file_sha256(path), "sha256_tokens": sha256(raw), "books": index})
         print(f"{path.name}: {len(members)} books, {len(tokens):,} tokens, {path.stat().st_size / 2**20:.2f} MiB "
-              f"({path.stat().st_size / len(tokens):.3f} bytes/token, {time.time() - started:.0f} s)", flush=True)
+              f"({path.stat().st_size / len(tokens):.3f} bytes/token)", flush=True)
     return records
 
 
@@ -218,12 +234,16 @@ def main(argv: list[str] | None = None) -> dict:
     random.Random(args.seed).shuffle(books)
     chosen = [in_domain_stream(data_dir, name, tokenizer) for name in args.in_domain]
     total = sum(len(b["ids"]) for b in chosen)
-    for book in books:
+    for start in range(0, len(books), TOKENIZE_BATCH):
         if total >= args.max_train_tokens:
             break
-        book["ids"] = tokenize(tokenizer, book.pop("text"))
-        total += len(book["ids"])
-        chosen.append(book)
+        batch = books[start: start + TOKENIZE_BATCH]
+        for book, ids in zip(batch, tokenize_batch(tokenizer, [book.pop("text") for book in batch])):
+            if total >= args.max_train_tokens:
+                break
+            book["ids"] = ids
+            total += len(ids)
+            chosen.append(book)
     print(f"train: {len(chosen)} of {len(books) + len(args.in_domain)} documents, {total:,} tokens "
           f"({time.time() - started:.0f} s to tokenize)", flush=True)
     shards = write_shards(chosen, out_dir, args.shard_tokens)

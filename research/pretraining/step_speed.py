@@ -11,8 +11,8 @@ them alike. Reported: the median step time over the rounds (after `--warmup` rou
         --vocab_sizes 24000 --extra 384:4096:1:1:24000 384:4096:0:1:24000
     python research/pretraining/step_speed.py --hidden_sizes 256 --blocks 4096 --threads 1 --sparse 1 --rounds 3 \
         --vocab_sizes 16000 24000 32000
-    python research/pretraining/step_speed.py --task classification --hidden_sizes 256 384 --blocks 1024 --batch_size 4 \
-        --threads 1 --rounds 3
+    python research/pretraining/step_speed.py --task classification --hidden_sizes 256 384 --blocks 1024 \
+        --batch_size 4 --threads 1 --rounds 3
 """
 
 from __future__ import annotations

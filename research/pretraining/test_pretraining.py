@@ -8,6 +8,7 @@ import lzma
 import os
 import random
 import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -57,7 +58,8 @@ def payload(tmp_path_factory):
 def device_run(payload, tmp_path_factory):
     """`bash research/pretraining/device_call.sh` as the device runs it, OUT and PAYLOAD set, tiny flags."""
     out = tmp_path_factory.mktemp("OUT")
-    env = {**os.environ, "OUT": str(out), "PAYLOAD": str(payload[0]), "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "OUT": str(out), "PAYLOAD": str(payload[0]), "PYTHONPATH": str(REPO),
+           "PYTHON": sys.executable}
     result = subprocess.run(["bash", "research/pretraining/device_call.sh", *TINY], cwd=REPO, env=env,
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -162,6 +164,8 @@ def test_collected_folders_load_with_the_auto_classes(device_run, tmp_path):
     assert isinstance(classifier, ran_hf.RANForSequenceClassification)
     tokenizer = transformers.AutoTokenizer.from_pretrained(folders["ran"])
     assert tokenizer.mask_token_id == device_pretrain.MASK
+    fill = transformers.pipeline("fill-mask", model=str(folders["ran"]))
+    assert len(fill("the river [MASK] past old houses " + "and the night was long " * 20, top_k=3)) == 3
     card = (folders["ran"] / "README.md").read_text()
     assert "Validation curve" in card and "tokens seen" in card and "Licence" in card
     run = json.loads((folders["ran"] / "training_run.json").read_text())
@@ -235,3 +239,14 @@ def test_slim_wheel_drops_model_folders_and_their_record_lines(tmp_path):
         kept = set(z.namelist())
         record = z.read(names[-1]).decode()
     assert kept == set(names) - {"transformers/models/llama/x.py"} and "llama" not in record and "bert" in record
+
+
+def test_a_payload_packed_with_another_tokenizer_is_refused(payload, tmp_path):
+    other = tmp_path / "tokenizer"
+    other.mkdir()
+    for file in Path(pack.TOKENIZER).iterdir():
+        (other / file.name).write_bytes(file.read_bytes())
+    (other / "tokenizer.json").write_text((other / "tokenizer.json").read_text() + "\n")
+    with pytest.raises(ValueError, match="packed with another tokenizer"):
+        device_pretrain.main(["--payload", str(payload[0]), "--tokenizer", str(other), "--out_dir",
+                              str(tmp_path / "out"), *TINY])
