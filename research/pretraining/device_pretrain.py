@@ -262,6 +262,7 @@ def evaluate(trainee: Trainee, batches, args, device) -> dict:
     return {"loss": loss_sum / scored, "accuracy": correct / scored, "scored_tokens": scored}
 
 
+SHARD_HEADER_BYTES = 16384  # room for a shard's safetensors header (names, shapes, offsets: about 150 bytes a tensor)
 PART = "#part"  # a tensor larger than a shard is saved as row blocks `name#part0`, `name#part1`, ...
 
 
@@ -311,7 +312,7 @@ def export(trainees: list[Trainee], out_dir: Path, run_record: dict, args) -> No
     """Write each model's weights as safetensors shards, then run.json; each file is written beside its final name
     and renamed over it, so a folder read at any moment holds complete files."""
     for trainee in trainees:
-        shards = state_shards(trainee.model, int(args.shard_mib * 2**20))
+        shards = state_shards(trainee.model, int(args.shard_mib * 2**20) - SHARD_HEADER_BYTES)
         names = [f"{trainee.name}-{i + 1:05d}-of-{len(shards):05d}.safetensors" for i in range(len(shards))]
         for name, tensors in zip(names, shards):
             save_file(tensors, str(out_dir / f"{name}.partial"), metadata={"format": "pt"})
