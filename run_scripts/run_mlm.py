@@ -24,15 +24,12 @@ tokenizer trained once (`train_tokenizer.py --train_dirs`) and `--max_steps`. Va
 with the run's seed, and every evaluation logs the masked-token loss and accuracy on them. Training masks come from
 a seeded generator, so `--resume_from_checkpoint last` continues exactly where the run stopped.
 `--config_overrides sparse_prediction=true` computes the MLM head only at the masked positions (same loss, a
-cheaper step; see pretraining/README.md for measurements and the pretraining command).
+cheaper step; see research/pretraining/README.md for measurements and the pretraining command).
 
     python run_scripts/run_mlm.py --train_dirs DATA/gutenberg-more --split_column split \
         --tokenizer_name outputs/tokenizer --output_dir outputs/mlm-books --block_size 4096 --max_steps 1000 \
         --config_overrides sparse_prediction=true --eval_strategy steps --eval_steps 200 --save_strategy steps \
         --save_steps 200 --max_eval_samples 64
-
-`--model_type bert` pretrains Transformers' BERT of the same width, depth and heads instead (context 512, so
-`--block_size 512`; masked-only MLM head), the peer a pretrained RAN is compared with (pretraining/README.md).
 
 The code is shared with run_clm.py: `run_scripts/helpers/language_modeling.py`.
 """

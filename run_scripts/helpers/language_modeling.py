@@ -22,7 +22,6 @@ from transformers import (
 )
 from transformers.trainer_utils import IntervalStrategy
 
-from .bert_peer import bert_peer, check_bert_peer_arguments
 from .data_files import check_file, read_records, split_columns
 from .model_args import RANModelArguments, build_model
 from .pretraining import (
@@ -187,8 +186,6 @@ def main(argv: Sequence[str] | None, causal: bool) -> dict:
     setup_logging(training_args)
     setup_threads(model_args)
     started = time.time()
-    if model_args.model_type == "bert":
-        check_bert_peer_arguments(model_args, data_args.block_size, causal)
     streamed = not causal and bool(data_args.train_dirs)  # run_mlm.py on a streamed corpus (--train_dirs)
     if streamed:
         check_corpus_arguments(data_args, training_args, model_args)
@@ -230,8 +227,7 @@ def main(argv: Sequence[str] | None, causal: bool) -> dict:
         model = build_model(AutoModelForCausalLM, model_args, tokenizer, config_overrides=overrides)
         collator = DataCollatorForLanguageModeling(tokenizer, mlm=False)  # labels = input_ids, -100 at pads
     else:
-        model = (bert_peer(model_args, tokenizer) if model_args.model_type == "bert"
-                 else build_model(AutoModelForMaskedLM, model_args, tokenizer))
+        model = build_model(AutoModelForMaskedLM, model_args, tokenizer)
         collator = MaskedLMCollator(tokenizer, mlm_probability=data_args.mlm_probability, seed=training_args.seed)
     metric_hooks = {} if causal else {"compute_metrics": masked_accuracy,
                                       "preprocess_logits_for_metrics": masked_predictions}
@@ -300,12 +296,6 @@ def write_card(training_args, data_args, data, model, results, tokenizer_source,
                        "long blocks with `run_scripts/run_clm.py` of `ran_hf`; it generates with `model.generate()` "
                        "on a constant-size recurrent cache. Its tokenizer encodes a prompt as `[SEP] text`, the way "
                        "training saw the start of every document.")
-    elif model.config.model_type == "bert":
-        title, auto_class, tags = "BERT masked language model (RAN's pretraining peer)", "AutoModelForMaskedLM", [
-            "fill-mask"]
-        description = ("Transformers' BERT (512 positions) pretrained from scratch as the peer of a RAN of the same "
-                       "width and depth, on the same corpus and token budget, with `run_scripts/run_mlm.py "
-                       "--model_type bert` of `ran_hf`.")
     else:
         title, auto_class, tags = "RAN masked language model", "AutoModelForMaskedLM", ["fill-mask"]
         description = ("A Recurrent Attention Network (RAN, Li et al., ACL 2023) masked language model trained on "

@@ -31,13 +31,6 @@ class RANModelArguments:
         metadata={"help": "A tokenizer directory. Default: the one of --model_name_or_path, or else a WordPiece "
                           "tokenizer trained on the training split (see --tokenizer_vocab_size)."},
     )
-    model_type: str = field(
-        default="ran",
-        metadata={"help": "From scratch, run_mlm.py only: 'bert' pretrains Transformers' BERT of the same width, "
-                          "depth and heads (feed-forward 4 x hidden, 512 positions, --block_size 512 or less) "
-                          "instead of RAN: the peer of pretraining/README.md.",
-                  "choices": ["ran", "bert"]},
-    )
     tokenizer_vocab_size: int = field(default=16000, metadata={"help": "Vocabulary of a tokenizer trained here."})
     tokenizer_min_frequency: int = field(default=2,
                                          metadata={"help": "Min pair frequency of a tokenizer trained here."})
@@ -124,9 +117,6 @@ def build_model(auto_class, model_args: RANModelArguments, tokenizer, config_ove
     """A RAN from `--model_name_or_path` (with `config_overrides`, e.g. the labels) or from scratch (the config flags,
     `vocab_size` = the tokenizer's size, `pad_token_id` = the tokenizer's pad id). `scratch_defaults` (a recipe's
     RANConfig fields) apply from scratch only, under the config flags and `--config_overrides`."""
-    if model_args.model_type != "ran":
-        raise ValueError(f"--model_type {model_args.model_type} is only for pretraining with run_mlm.py; fine-tune "
-                         f"its checkpoint with --model_name_or_path.")
     config_overrides = {**model_args.parsed_config_overrides(), **(config_overrides or {})}
     if model_args.model_name_or_path:
         config = AutoConfig.from_pretrained(model_args.model_name_or_path,

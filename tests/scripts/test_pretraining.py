@@ -206,11 +206,11 @@ def test_bad_arguments(corpus, tokenizer_dir, tmp_path):
 
 
 def test_step_speed_script_runs(tmp_path):
-    """pretraining/step_speed.py on a tiny model: one row per case, with positive timings."""
+    """research/pretraining/step_speed.py on a tiny model: one row per case, with positive timings."""
     import importlib.util
     import pathlib
 
-    path = pathlib.Path(__file__).resolve().parents[2] / "pretraining" / "step_speed.py"
+    path = pathlib.Path(__file__).resolve().parents[2] / "research" / "pretraining" / "step_speed.py"
     spec = importlib.util.spec_from_file_location("step_speed", path)
     step_speed = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(step_speed)
@@ -221,66 +221,3 @@ def test_step_speed_script_runs(tmp_path):
     assert all(r["tokens_per_s"] > 0 for r in rows)
     assert json.load(open(tmp_path / "speed.json"))["rows"] == rows
 
-
-BERT = ["--model_type", "bert", "--hidden_size", "16", "--num_hidden_layers", "1", "--num_attention_heads", "2",
-        "--attention_head_size", "8"]
-
-
-def test_bert_peer_pretrains_and_loads_as_plain_bert(corpus, tokenizer_dir, tmp_path):
-    """run_mlm.py --model_type bert: the same streamed corpus in blocks of at most 512 tokens; validation accuracy is
-    logged, and the checkpoint loads as Transformers' BertForMaskedLM with the head computed everywhere."""
-    out = tmp_path / "bert"
-    results = run(corpus, tokenizer_dir, out, "--max_steps", "2", "--block_size", "32", *BERT)
-    assert 0 <= results["eval"]["eval_accuracy"] <= 1
-    card = (out / "README.md").read_text()
-    assert "BERT" in card and "import ran_hf" not in card
-    assert json.loads((out / "config.json").read_text())["architectures"] == ["BertForMaskedLM"]
-    model = transformers.AutoModelForMaskedLM.from_pretrained(out)
-    assert isinstance(model, transformers.BertForMaskedLM) and model.config.hidden_size == 16
-    assert model.config.intermediate_size == 64 and model.config.max_position_embeddings == 512
-    classifier = transformers.AutoModelForSequenceClassification.from_pretrained(out, num_labels=3)
-    assert classifier.config.model_type == "bert"
-
-
-def test_bert_peer_masked_only_loss_equals_the_dense_head():
-    from run_scripts.helpers.bert_peer import BertForMaskedLMAtMaskedTokens
-
-    config = transformers.BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                                     intermediate_size=32, hidden_dropout_prob=0, attention_probs_dropout_prob=0)
-    torch.manual_seed(0)
-    sparse = BertForMaskedLMAtMaskedTokens(config).eval()
-    dense = transformers.BertForMaskedLM(config).eval()
-    dense.load_state_dict(sparse.state_dict())
-    input_ids = torch.randint(5, 50, (2, 12))
-    labels = torch.full_like(input_ids, -100)
-    labels[0, [1, 4]], labels[1, 7] = input_ids[0, [1, 4]], input_ids[1, 7]
-    with torch.no_grad():
-        got, expected = sparse(input_ids, labels=labels), dense(input_ids, labels=labels)
-    torch.testing.assert_close(got.loss, expected.loss)
-    with torch.no_grad():  # Trainer's gradient accumulation: the sum over the micro-batch divided by all its items
-        accumulated = sparse(input_ids, labels=labels, num_items_in_batch=torch.tensor(12))
-    torch.testing.assert_close(accumulated.loss, expected.loss * 3 / 12)
-    torch.testing.assert_close(got.logits, expected.logits[labels != -100])
-    torch.testing.assert_close(sparse(input_ids).logits, dense(input_ids).logits)
-
-
-def test_bert_peer_saves_as_bert_from_the_main_process_only(tmp_path):
-    from run_scripts.helpers.bert_peer import BertForMaskedLMAtMaskedTokens
-
-    config = transformers.BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                                     intermediate_size=32)
-    model = BertForMaskedLMAtMaskedTokens(config)
-    model.save_pretrained(tmp_path / "other_rank", is_main_process=False)
-    assert not (tmp_path / "other_rank" / "config.json").exists()
-    model.save_pretrained(tmp_path / "main")
-    assert json.loads((tmp_path / "main" / "config.json").read_text())["architectures"] == ["BertForMaskedLM"]
-
-
-def test_bert_peer_bad_arguments(corpus, tokenizer_dir, tmp_path):
-    with pytest.raises(ValueError, match="context of 512 tokens: pass --block_size 512"):
-        run(corpus, tokenizer_dir, tmp_path / "a", "--max_steps", "1", *BERT, "--block_size", "1024")
-    with pytest.raises(ValueError, match="--attention_head_size 8"):
-        run(corpus, tokenizer_dir, tmp_path / "b", "--max_steps", "1", *BERT, "--attention_head_size", "4")
-    with pytest.raises(ValueError, match="--config_overrides"):
-        run(corpus, tokenizer_dir, tmp_path / "c", "--max_steps", "1", *BERT, "--config_overrides",
-            "sparse_prediction=true")

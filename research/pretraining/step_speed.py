@@ -7,12 +7,12 @@ Every case (hidden size x block length x masked-only logits on/off x torch threa
 optimizer; the cases run round-robin, one step each per round, so the load of a shared machine falls on all of
 them alike. Reported: the median step time over the rounds (after `--warmup` rounds) and tokens/s = block / median.
 
-    python pretraining/step_speed.py --hidden_sizes 256 --blocks 2048 4096 --threads 1 2 --rounds 3 \
+    python research/pretraining/step_speed.py --hidden_sizes 256 --blocks 2048 4096 --threads 1 2 --rounds 3 \
         --vocab_sizes 24000 --extra 384:4096:1:1:24000 384:4096:0:1:24000
-    python pretraining/step_speed.py --hidden_sizes 256 --blocks 4096 --threads 1 --sparse 1 --rounds 3 \
+    python research/pretraining/step_speed.py --hidden_sizes 256 --blocks 4096 --threads 1 --sparse 1 --rounds 3 \
         --vocab_sizes 16000 24000 32000
-    python pretraining/step_speed.py --task classification --hidden_sizes 256 384 --blocks 1024 --batch_size 4 \
-        --threads 1 --rounds 3
+    python research/pretraining/step_speed.py --task classification --hidden_sizes 256 384 --blocks 1024 \
+        --batch_size 4 --threads 1 --rounds 3
 """
 
 from __future__ import annotations

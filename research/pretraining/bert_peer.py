@@ -1,6 +1,6 @@
 # Copyright 2026 The ran_hf authors. Licensed under the Apache License, Version 2.0.
-"""The pretraining peer of RAN (`run_mlm.py --model_type bert`): Transformers' BERT built from a config of the same
-width, depth and heads as the RAN it is compared with, with a 512-token context.
+"""The pretraining peer of RAN: Transformers' BERT built from a config of the same width, depth and heads as the RAN it
+is compared with, with a 512-token context (trained beside RAN by `research.pretraining.device_pretrain`).
 
 Pretraining computes the masked-LM head only at the masked positions, as RAN's `sparse_prediction` does: the loss
 is the same as `BertForMaskedLM`'s and the step is cheaper (the decoder over the whole vocabulary at every position
@@ -49,33 +49,24 @@ class BertForMaskedLMAtMaskedTokens(BertForMaskedLM):
             self.config.save_pretrained(save_directory)
 
 
-def check_bert_peer_arguments(model_args, block_size: int, causal: bool) -> None:
-    """Clear errors, before any data is read, for flags that `--model_type bert` cannot honour."""
-    if causal:
-        raise ValueError("--model_type bert is a masked LM: use it with run_mlm.py, not run_clm.py.")
-    if model_args.model_name_or_path:
-        raise ValueError("--model_type bert builds a BERT from scratch; to continue a BERT checkpoint leave out "
-                         "--model_type and pass --model_name_or_path alone.")
-    if model_args.config_overrides:
-        raise ValueError("--config_overrides sets RANConfig fields; it does not apply with --model_type bert.")
+def check_bert_peer_arguments(hidden_size: int, num_attention_heads: int, attention_head_size: int,
+                              block_size: int) -> None:
+    """Clear errors, before any data is read, for sizes that BERT cannot honour."""
     if block_size > BERT_CONTEXT:
-        raise ValueError(f"--model_type bert has a context of {BERT_CONTEXT} tokens: pass --block_size "
+        raise ValueError(f"The BERT peer has a context of {BERT_CONTEXT} tokens: pass --bert_block_size "
                          f"{BERT_CONTEXT} or less (got {block_size}).")
-    if model_args.hidden_size != model_args.num_attention_heads * model_args.attention_head_size:
-        raise ValueError(f"--model_type bert splits --hidden_size ({model_args.hidden_size}) into "
-                         f"--num_attention_heads ({model_args.num_attention_heads}) heads: pass "
-                         f"--attention_head_size {model_args.hidden_size // max(model_args.num_attention_heads, 1)} "
-                         f"so that heads x head size = hidden size.")
+    if hidden_size != num_attention_heads * attention_head_size:
+        raise ValueError(f"The BERT peer splits --hidden_size ({hidden_size}) into --num_attention_heads "
+                         f"({num_attention_heads}) heads: pass --attention_head_size "
+                         f"{hidden_size // max(num_attention_heads, 1)} so that heads x head size = hidden size.")
 
 
-def bert_peer(model_args, tokenizer) -> BertForMaskedLMAtMaskedTokens:
-    """A BERT masked LM from scratch: the RAN config flags' hidden size, layers, heads and dropout, feed-forward
-    4 x hidden (BERT's ratio), vocabulary and pad id of `tokenizer`, 512 positions."""
-    config = BertConfig(vocab_size=len(tokenizer), hidden_size=model_args.hidden_size,
-                        num_hidden_layers=model_args.num_hidden_layers,
-                        num_attention_heads=model_args.num_attention_heads,
-                        intermediate_size=4 * model_args.hidden_size, max_position_embeddings=BERT_CONTEXT,
-                        hidden_dropout_prob=model_args.hidden_dropout_prob,
-                        attention_probs_dropout_prob=model_args.attention_probs_dropout_prob,
-                        pad_token_id=tokenizer.pad_token_id)
+def bert_peer(vocab_size: int, pad_token_id: int, hidden_size: int, num_hidden_layers: int,
+              num_attention_heads: int, dropout: float = 0.1) -> BertForMaskedLMAtMaskedTokens:
+    """A BERT masked LM from scratch: RAN's hidden size, layers and heads, feed-forward 4 x hidden (BERT's ratio),
+    the tokenizer's vocabulary and pad id, 512 positions."""
+    config = BertConfig(vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=num_hidden_layers,
+                        num_attention_heads=num_attention_heads, intermediate_size=4 * hidden_size,
+                        max_position_embeddings=BERT_CONTEXT, hidden_dropout_prob=dropout,
+                        attention_probs_dropout_prob=dropout, pad_token_id=pad_token_id)
     return BertForMaskedLMAtMaskedTokens(config)
