@@ -41,8 +41,8 @@ D128_RECIPE = ["--hidden_size", "128", "--num_hidden_layers", "2", "--num_attent
                "--attention_head_size", "32", "--window_size", "128", "--learning_rate", "1e-3",
                "--num_train_epochs", "6", "--max_length", "2048"]
 CANDIDATES = {
-    # the `from-scratch` recipe: the pretrained RAN's size (research/pretraining/README.md) from scratch, 3 epochs of 1,024
-    # tokens at lr 2e-4
+    # the `from-scratch` recipe: the pretrained RAN's size (research/pretraining/README.md) from scratch, 3 epochs
+    # of 1,024 tokens at lr 2e-4
     "recipe": [],
     # 2.5x the learning rate: after 3 epochs 20 Newsgroups' dev macro-F1 still rises by 0.064 in the last epoch
     "lr-5e-4": ["--learning_rate", "5e-4"],
