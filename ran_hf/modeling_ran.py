@@ -24,6 +24,7 @@ import contextvars
 import copy
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -197,11 +198,12 @@ class RANEmbeddings(nn.Module):
 
 
 class RANWindowAttention(nn.Module):
-    """`PosMHA` of a window with the cell as its first row (paper eqs. 3-5; the authors' `encode-attn`).
+    """`PosMHA` of a window with the cell as its first row (paper eqs. 3-5; the authors' `encode-attn`), then the
+    output `SN(norm(act(o) + GLU(z)))`: the GLU residual of the attention input `z` and the standard normalisation
+    (eq. 6). q, k, v and the output projection all carry an activation (swish).
 
-    q, k, v and the output projection all carry an activation (swish). `project` gives q/k/v of rows, `forward`
-    attends through Transformers' attention functions (`config._attn_implementation`), and `output` is
-    `SN(norm(act(o) + GLU(z)))`, the GLU residual of the attention input `z` and the standard normalisation (eq. 6).
+    `project` stands apart from `forward` because the fast path needs every token's key before any attention runs:
+    the cell chain reads a window's keys, and the window's tokens then read the cell's key.
     """
 
     is_causal = False  # masks are always explicit
@@ -227,11 +229,17 @@ class RANWindowAttention(nn.Module):
         return qkv.unbind(-3)
 
     def forward(
-        self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None,
-        output_attentions: bool = False,
+        self, z: torch.Tensor, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+        mask: torch.Tensor | None, output_attentions: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """query (N, Q, H, d), key/value (N, K, H, d), mask bool (N, Q|1, K) with True = attend, or None.
-        Returns (N, Q, H*d) and, with `output_attentions` (eager), the probabilities (N, H, Q, K)."""
+        """
+        Args:
+            z: (..., Q, D) the normed rows whose queries are `query`; N = prod(z.shape[:-2]) attention rows.
+            query: (N, Q, H, d); key, value: (N, K, H, d); mask: bool (N, Q|1, K), True = attend, or None.
+        Returns:
+            (..., Q, D) the output rows (eq. 6) and, with `output_attentions` (eager), the probabilities
+            (N, H, Q, K).
+        """
         implementation = "eager" if output_attentions else self.config._attn_implementation
         if implementation not in SUPPORTED_ATTENTION:
             raise ValueError(
@@ -250,12 +258,8 @@ class RANWindowAttention(nn.Module):
             self, query, key, value, mask, scaling=self.scaling, is_causal=False,
             dropout=self.attention_dropout if self.training else 0.0,
         )
-        return attended.flatten(-2), probs
-
-    def output(self, attended: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
-        """Output projection, GLU residual of the input, norm and SN (eq. 6): (..., H*d), (..., D) -> (..., D)."""
-        out = self.hidden_dropout(self.act(self.o(attended)))
-        return standard_normalize(self.norm(out + self.glu(z)), self.eps)
+        out = self.hidden_dropout(self.act(self.o(attended.reshape(*z.shape[:-1], -1))))
+        return standard_normalize(self.norm(out + self.glu(z)), self.eps), probs
 
 
 class RANMemoryReview(nn.Module):
@@ -263,7 +267,9 @@ class RANMemoryReview(nn.Module):
 
     One head of width D, scale 1/sqrt(D), activations on q, k, v and o, and a GLU residual of the *projected* query.
     With `config.memory_review_residual` the input token is added too (not in the paper; see the config).
-    `memory(cells)` projects cells to keys and values once (the cache keeps them); `forward` reviews tokens.
+
+    `memory` stands apart from `forward` because a cell's key and value are projected once and read by every later
+    token: the causal cache keeps them instead of the cells.
     """
 
     def __init__(self, config: RANConfig):
@@ -411,6 +417,45 @@ class RANLayerState:
         return sum(tensor.numel() * tensor.element_size() for tensor in tensors)
 
 
+class RANLayerOutput(NamedTuple):
+    """What a [`RANLayer`] returns (gradient checkpointing with `use_reentrant=True` hands it back as a plain tuple
+    in this order)."""
+
+    hidden_states: torch.Tensor  # (B, n, C, D) token outputs on the window grid
+    last_cell: torch.Tensor  # (B, D) bidirectional: `s_n`; causal: the cell the open window starts from
+    cells: torch.Tensor  # (B, n, D) `c_i`, zero on pad windows (causal: zero on windows not finished)
+    state: "RANLayerState | None"  # causal: the state after this input
+    window_attentions: torch.Tensor | None  # (B, n, H, C, 1+P+C) with `output_attentions`
+    review_attentions: torch.Tensor | None  # (B, n*C, K) with `output_attentions` and memory review
+
+
+@dataclass
+class RANWindowProjections:
+    """Step 1 of a layer, per chunk of windows (`chunks`, slices of the window axis): the normed rows `z`
+    (B, m, C, D), rotated queries (B, m, C, H, d), keys and values (B, m, P + C, H, d), and the key mask
+    (B, n, P + C) of all windows, or None when every key is real."""
+
+    chunks: list[slice]
+    normed: list[torch.Tensor]
+    queries: list[torch.Tensor]
+    keys: list[torch.Tensor]
+    values: list[torch.Tensor]
+    key_mask: torch.Tensor | None
+
+
+@dataclass
+class RANCellChain:
+    """Step 2 of a layer: pre-residual cells `c_i` and passed cells `s_i` (B, n, D), the cell rows' keys and values
+    (B, n, H, d), the last carried cell (B, D), and the memory-review keys and values of `cells` (B, n, D) each."""
+
+    cells: torch.Tensor
+    passed_cells: torch.Tensor
+    cell_keys: torch.Tensor
+    cell_values: torch.Tensor
+    last_cell: torch.Tensor
+    review_memory: tuple[torch.Tensor, torch.Tensor]
+
+
 class RANLayer(GradientCheckpointingLayer):
     """One RAN layer over a window grid (paper Fig. 2). Per window i, with `s_{i-1}` the incoming cell:
 
@@ -508,9 +553,24 @@ class RANLayer(GradientCheckpointingLayer):
         mask = None
         if window_key_mask is not None:
             mask = torch.cat([window_key_mask.new_ones(s.shape[0], 1), window_key_mask], dim=1)[:, None, :]
-        attended, _ = self.window_attention(q_cell, keys, values, mask)
-        c = self.dropout(self.window_attention.output(attended, z_cell))[:, 0]
+        c = self.dropout(self.window_attention(z_cell, q_cell, keys, values, mask)[0])[:, 0]
         return c, self._next_cell(c, previous_c, has_previous), k_cell[:, 0], v_cell[:, 0]
+
+    def _chain_window(self, carry, window):
+        """The body of the chain loop (`run_chain`, or `run_chain_while_loop` under compile / export): `chain_step`,
+        then the carry advances on the rows that have window i."""
+        s, previous_c = carry
+        keys, values, key_mask, valid, has_previous, drop_passed, _ = window
+        c, new_s, k_cell, v_cell = self.chain_step(s, previous_c, has_previous, keys, values, key_mask)
+        if drop_passed is not None:  # the authors drop out the passed cell in every window but a row's last
+            new_s = torch.where(drop_passed[:, None], self.dropout(new_s), new_s)
+        if valid is None:
+            s, previous_c = new_s, c
+        else:
+            s = torch.where(valid[:, None], new_s, s)
+            previous_c = torch.where(valid[:, None], c, previous_c)
+        # outputs must not alias the carry or each other (a `while_loop` rule): k/v are views of one projection
+        return (s, previous_c), (c.clone(), s.clone(), k_cell.clone(), v_cell.clone())
 
     def forward(
         self,
@@ -520,7 +580,7 @@ class RANLayer(GradientCheckpointingLayer):
         *,
         layout: RANWindowLayout,
         output_attentions: bool = False,
-    ) -> tuple:
+    ) -> RANLayerOutput:
         """
         Args:
             hidden_states: (B, n, C, D) tokens on the window grid of `layout`.
@@ -528,128 +588,125 @@ class RANLayer(GradientCheckpointingLayer):
                 causal: the user's `initial_cell` of a fresh state), or None.
             state: causal mode (`layout.causal`): the state this input continues; None starts a fresh one.
         Returns:
-            A tuple (plain tensors, so that every gradient-checkpointing mode tracks them): hidden_states
-            (B, n, C, D); last_cell (B, D) (causal: the cell the open window starts from); cells (B, n, D) (zero on
-            pad windows, and in causal mode on windows not finished); the new state (causal) or None;
-            with `output_attentions` the window attentions (B, n, H, C, 1+P+C) (key 0 is the cell, then the
-            open window's P earlier tokens when continuing) and the memory review attentions (B, n*C, K).
+            [`RANLayerOutput`] (a tuple of tensors and the state, so that every gradient-checkpointing mode tracks
+            them).
         """
-        batch_size, num_windows, capacity, _ = hidden_states.shape
-        device, dtype = hidden_states.device, hidden_states.dtype
-        causal = layout.causal
-        if causal and state is None:
-            state = self.initial_state(cell, batch_size, hidden_states)
-        # a static layout (compile / export) has a symbolic number of windows: one chunk
-        chunks = [slice(0, num_windows)] if layout.static else window_chunks(num_windows, capacity, device)
-        sizes = [chunk.stop - chunk.start for chunk in chunks]
+        if layout.causal and state is None:
+            state = self.initial_state(cell, hidden_states.shape[0], hidden_states)
+        windows = self.project_windows(hidden_states, layout, state)  # 1. eqs. 3-5 inputs, all tokens at once
+        chain = self.run_cell_chain(windows, cell, state, layout)  # 2. eqs. 3-7 for the cell rows, window by window
+        tokens, window_probs, review_probs = self.attend_tokens(  # 3. eqs. 3-6 for the tokens, then eqs. 8-9
+            windows, chain, layout, state, output_attentions)
+        last_cell = chain.last_cell
+        if state is not None:
+            state = state.advance(layout, chain.cells, chain.passed_cells, _cat(windows.keys, 1),
+                                  _cat(windows.values, 1), *chain.review_memory)
+            last_cell = state.cell  # the cell the open window starts from
+        return RANLayerOutput(tokens, last_cell, chain.cells, state, window_probs, review_probs)
 
-        # 1. every token at once (in chunks of windows on CPU): norm, q/k/v, rotary at the slots' positions
+    def project_windows(
+        self, hidden_states: torch.Tensor, layout: RANWindowLayout, state: RANLayerState | None
+    ) -> RANWindowProjections:
+        """Step 1: the row norm and q/k/v of every token of every window (in chunks of windows on CPU), rotary at
+        the slots' window positions; a continued open window's earlier keys (from `state`) go in front."""
+        batch_size, num_windows, capacity, _ = hidden_states.shape
+        # a static layout (compile / export) has a symbolic number of windows: one chunk
+        chunks = [slice(0, num_windows)] if layout.static else window_chunks(num_windows, capacity, hidden_states.device)
+        sizes = [chunk.stop - chunk.start for chunk in chunks]
         cos_sin = [None] * len(chunks)
         if self.rotary is not None:
             positions = layout.rotary_positions()
-            cos, sin = self.rotary(positions, dtype)
+            cos, sin = self.rotary(positions, hidden_states.dtype)
             cos_sin = [(cos, sin)] * len(chunks)
             if positions.dim() > 1:  # per window (continuing an open window): split like the windows
                 cos_sin = zip(cos.split(sizes, 1), sin.split(sizes, 1))
         # split and unbind, never slicing inside loops: each slice's backward would zero-fill a full-length
         # gradient (quadratic in length)
         pieces = hidden_states.split(sizes, dim=1) if len(sizes) > 1 else [hidden_states]
-        projected = [self._project(piece, rotation) for piece, rotation in zip(pieces, cos_sin)]
-        num_past = layout.num_past
-        if num_past:  # the open window's earlier tokens, from the state, in front of every window's slots
-            past_keys = state.window_keys[:, None, :num_past].to(dtype)
-            past_values = state.window_values[:, None, :num_past].to(dtype)
-            projected = [(z, q, torch.cat([past_keys.expand(-1, k.shape[1], -1, -1, -1), k], 2),
-                          torch.cat([past_values.expand(-1, v.shape[1], -1, -1, -1), v], 2))
-                         for z, q, k, v in projected]
-        all_keys, all_values = [k for _, _, k, _ in projected], [v for _, _, _, v in projected]
-        key_mask = layout.key_mask()
+        normed, queries, keys, values = zip(*(self._project(piece, rotation) for piece, rotation in zip(pieces, cos_sin)))
+        keys, values = list(keys), list(values)
+        if layout.num_past:  # the open window's earlier tokens, from the state, in front of every window's slots
+            for cached, projected in ((state.window_keys, keys), (state.window_values, values)):
+                past = cached[:, None, : layout.num_past].to(hidden_states.dtype)
+                projected[:] = [torch.cat([past.expand(-1, t.shape[1], -1, -1, -1), t], 2) for t in projected]
+        return RANWindowProjections(chunks, list(normed), list(queries), keys, values, layout.key_mask())
 
-        # 2. the cell chain: sequential over windows, batched over rows
-        if causal:
-            s, previous_c, has_previous = state.cell.to(dtype), state.previous_cell.to(dtype), state.has_previous
+    def run_cell_chain(
+        self, windows: RANWindowProjections, cell: torch.Tensor | None, state: RANLayerState | None,
+        layout: RANWindowLayout,
+    ) -> RANCellChain:
+        """Step 2: the cell chain, sequential over windows and batched over rows. It starts from `state` (causal)
+        or from `initial_cell(cell)`; a row carries its cell only through its own windows."""
+        batch_size, num_windows = layout.window_mask.shape
+        like = windows.keys[0]
+        if state is not None:
+            s, previous_c, has_previous = state.cell.to(like.dtype), state.previous_cell.to(like.dtype), state.has_previous
         else:
-            s = self.initial_cell(cell, batch_size, hidden_states)
+            s = self.initial_cell(cell, batch_size, like)
             previous_c, has_previous = torch.zeros_like(s), s.new_zeros(batch_size, dtype=torch.bool)
-        drop_passed_cell = self.training and self.dropout.p > 0 and not causal
         # whether a row has finished a window before window i (no cell residual until then, eq. 7)
         seen = layout.window_mask.long().cumsum(1) - layout.window_mask.long()
         has_previous = has_previous[:, None] | (seen > 0)  # (B, n)
-        windows_per_row = layout.windows_per_row
-
-        def step(carry, window):
-            """One window of the chain: the body of a Python loop, or of a `while_loop` when compiling/exporting."""
-            s, previous_c = carry
-            keys, values, key_mask_i, valid, has_previous_i, i = window
-            c, new_s, k_cell, v_cell = self.chain_step(s, previous_c, has_previous_i, keys, values, key_mask_i)
-            if drop_passed_cell:  # the authors drop out the new cell in every window but the last
-                new_s = torch.where((windows_per_row - 1 > i)[:, None], self.dropout(new_s), new_s)
-            if valid is None:
-                s, previous_c = new_s, c
-            else:
-                s = torch.where(valid[:, None], new_s, s)
-                previous_c = torch.where(valid[:, None], c, previous_c)
-            # outputs must not alias the carry or each other (a `while_loop` rule): k/v are views of one projection
-            return (s, previous_c), (c.clone(), s.clone(), k_cell.clone(), v_cell.clone())
-
-        valid = None if layout.all_real and not causal else layout.window_mask
-        windows = [t.transpose(0, 1) if t is not None else None  # windows first: (n, B, ...)
-                   for t in (None, None, key_mask, valid, has_previous)]
+        drop_passed = None
+        if self.training and self.dropout.p > 0 and state is None:
+            window_index = torch.arange(num_windows, device=like.device)
+            drop_passed = window_index[None, :] < layout.windows_per_row[:, None] - 1
+        per_window = [None, None, windows.key_mask, layout.varying_window_mask, has_previous, drop_passed]
+        per_window = [t.transpose(0, 1) if t is not None else None for t in per_window]  # windows first: (n, B, ...)
         if layout.static and (torch.compiler.is_exporting() or not torch.is_grad_enabled()):
             # one traced loop body for any number of windows (the grid size is symbolic under compile / export);
             # not when training: the backward of `while_loop` is wrong in torch 2.13 (measured), so a compiled
             # training step unrolls the Python loop below instead (one graph per number of windows)
-            windows[:2] = [_cat(all_keys, 1).transpose(0, 1), _cat(all_values, 1).transpose(0, 1)]
-            key_like = windows[0][0, :, 0]  # (B, H, d)
-            (s, _), outputs = run_chain_while_loop(step, (s, previous_c), windows, (s, s, key_like, key_like))
+            per_window[:2] = [_cat(windows.keys, 1).transpose(0, 1), _cat(windows.values, 1).transpose(0, 1)]
+            if per_window[5] is None:
+                per_window[5] = torch.zeros_like(per_window[4])
+            key_like = per_window[0][0, :, 0]  # (B, H, d)
+            (s, _), outputs = run_chain_while_loop(self._chain_window, (s, previous_c), per_window,
+                                                   (s, s, key_like, key_like))
             outputs = [t.transpose(0, 1) for t in outputs]
         else:
-            windows[:2] = [[k for keys in all_keys for k in keys.unbind(1)],
-                           [v for values in all_values for v in values.unbind(1)]]
-            # a causal window no row finishes: its cell would only be read by a later call, which recomputes it
-            skip_last = causal and not bool(layout.window_full[:, -1].any())
-            (s, previous_c), outputs = run_chain(step, (s, previous_c), windows, num_windows - skip_last)
-            if skip_last:
+            per_window[:2] = [[k for keys in windows.keys for k in keys.unbind(1)],
+                              [v for values in windows.values for v in values.unbind(1)]]
+            skip_last = layout.last_window_unfinished
+            (s, _), outputs = run_chain(self._chain_window, (s, previous_c), per_window, num_windows - skip_last)
+            if skip_last:  # its cell would only be read by a later call, which recomputes it
                 _, _, k_cell, v_cell = self._project(s[:, None])
                 outputs.append((torch.zeros_like(s), s, k_cell[:, 0], v_cell[:, 0]))
             outputs = [torch.stack(t, dim=1) for t in zip(*outputs)]
-        # pre-residual cells c_i and passed cells s_i (B, n, D), the cell rows' keys and values (B, n, H, d)
         cells, passed_cells, cell_keys, cell_values = outputs
-        if causal:  # only finished windows have a cell
-            cells = cells * layout.window_full[..., None].to(cells.dtype)
-        elif not layout.all_real:
-            cells = cells * layout.window_mask[..., None].to(cells.dtype)
+        cell_mask = layout.cell_mask
+        if cell_mask is not None:
+            cells = cells * cell_mask[..., None].to(cells.dtype)
+        return RANCellChain(cells, passed_cells, cell_keys, cell_values, s, self._review_memory(cells))
 
-        # 3. per chunk of windows: token attention over [cell; window] for all its windows in one call, then memory
-        # review of its tokens (bidirectional: all the row's cells; causal: the history and the earlier windows)
-        review_memory = self._review_memory(cells)
-        if causal:
+    def attend_tokens(
+        self, windows: RANWindowProjections, chain: RANCellChain, layout: RANWindowLayout,
+        state: RANLayerState | None, output_attentions: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """Step 3, per chunk of windows: token attention over `[cell; window]` for all its windows in one call
+        (eqs. 3-6), then memory review of its tokens (eqs. 8-9) over all the row's cells (bidirectional) or over
+        the history and the earlier windows (causal, `state`). Returns (B, n, C, D) tokens and the attentions."""
+        review_memory = chain.review_memory
+        if state is not None:
             review_memory = tuple(torch.cat([old.to(new.dtype), new], 1)
                                   for old, new in zip((state.review_keys, state.review_values), review_memory))
+        batch_size, capacity = layout.window_mask.shape[0], layout.window_capacity
         outputs = []
-        for (z, q, k, v), chunk in zip(projected, chunks):
-            keys = torch.cat([cell_keys[:, chunk, None], k], dim=2).flatten(0, 1)  # (B*m, 1+P+C, H, d)
-            values = torch.cat([cell_values[:, chunk, None], v], dim=2).flatten(0, 1)
-            attended, window_probs = self.window_attention(
-                q.flatten(0, 1), keys, values, layout.attention_mask(key_mask, chunk), output_attentions)
-            m = chunk.stop - chunk.start
-            y = self.dropout(self.window_attention.output(attended.unflatten(0, (batch_size, m)), z))  # eq. 6
+        for z, q, k, v, chunk in zip(windows.normed, windows.queries, windows.keys, windows.values, windows.chunks):
+            keys = torch.cat([chain.cell_keys[:, chunk, None], k], dim=2).flatten(0, 1)  # (B*m, 1+P+C, H, d)
+            values = torch.cat([chain.cell_values[:, chunk, None], v], dim=2).flatten(0, 1)
+            y, window_probs = self.window_attention(
+                z, q.flatten(0, 1), keys, values, layout.attention_mask(windows.key_mask, chunk), output_attentions)
+            y = self.dropout(y)
             if window_probs is not None:
-                window_probs = window_probs.unflatten(0, (batch_size, m))
+                window_probs = window_probs.unflatten(0, (batch_size, chunk.stop - chunk.start))
             if not self.config.use_memory_review:
                 outputs.append((self.output_norm(y), window_probs, None))
                 continue
-            review_mask = state.review_mask(layout, chunk) if causal else layout.window_mask[:, None, :]
+            review_mask = state.review_mask(layout, chunk) if state is not None else layout.window_mask[:, None, :]
             out, review_probs = self.memory_review(y.flatten(1, 2), *review_memory, review_mask, output_attentions)
-            outputs.append((out.unflatten(1, (m, capacity)), window_probs, review_probs))
-        out, window_probs, review_probs = (_cat(parts, 1) if parts[0] is not None else None for parts in zip(*outputs))
-
-        new_state = None
-        if causal:
-            new_review = tuple(memory[:, -num_windows:] for memory in review_memory)
-            new_state = state.advance(layout, cells, passed_cells, _cat(all_keys, 1), _cat(all_values, 1), *new_review)
-            s = new_state.cell  # the cell the open window starts from
-        return out, s, cells, new_state, window_probs, review_probs
+            outputs.append((out.unflatten(1, (chunk.stop - chunk.start, capacity)), window_probs, review_probs))
+        return tuple(_cat(parts, 1) if parts[0] is not None else None for parts in zip(*outputs))
 
 
 class RANPooler(nn.Module):
@@ -997,9 +1054,9 @@ class RANModel(RANPreTrainedModel):
         all_reviews = () if output_attentions and self.config.use_memory_review else None
         new_states = []
         for layer, state in zip(self.layers, states):
-            hidden, last_cell, cells, state, window_probs, review_probs = layer(
+            hidden, last_cell, cells, state, window_probs, review_probs = RANLayerOutput(*layer(
                 hidden, cell, state, layout=layout, output_attentions=output_attentions
-            )
+            ))
             # bidirectional: layer l + 1 starts from layer l's last cell; causal: every layer from its own s_0
             cell = None if causal else last_cell
             new_states.append(state)

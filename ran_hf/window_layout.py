@@ -178,6 +178,24 @@ class RANWindowLayout:
         return x
 
     @property
+    def varying_window_mask(self) -> torch.Tensor | None:
+        """`window_mask`, or None when every row has every window (all tokens real, bidirectional): the cell chain
+        then advances every row in every window."""
+        return None if self.all_real and not self.causal else self.window_mask
+
+    @property
+    def last_window_unfinished(self) -> bool:
+        """Causal: no row finishes the last window, so the cell chain can stop before it (reads the mask)."""
+        return self.causal and not bool(self.window_full[:, -1].any())
+
+    @property
+    def cell_mask(self) -> torch.Tensor | None:
+        """(B, n) windows that have a cell to report: the finished ones (causal) or the real ones; None if all."""
+        if self.causal:
+            return self.window_full
+        return None if self.all_real else self.window_mask
+
+    @property
     def num_past(self) -> int:
         """Key slots in front of each window for the open window's earlier tokens (0 unless continuing)."""
         return int(self.offset.max()) if self.offset is not None else 0
