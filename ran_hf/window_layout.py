@@ -195,6 +195,17 @@ class RANWindowLayout:
             return self.window_full
         return None if self.all_real else self.window_mask
 
+    def trim_windows(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, n, ...) per-window values -> the eager grid's windows, `max(windows_per_row)` (at least 1): a static
+        layout's spare windows are dropped, so exported outputs have eager's shapes. Under `torch.compile` (where
+        reading the count would break the graph) the static grid's windows stay, zero past each row's own count."""
+        if not self.static or (torch.compiler.is_compiling() and not torch.compiler.is_exporting()):
+            return x
+        count = self.windows_per_row.max().clamp(min=1).item()
+        torch._check(count >= 1)
+        torch._check(count <= x.shape[1])
+        return x.narrow(1, 0, count)
+
     @property
     def num_past(self) -> int:
         """Key slots in front of each window for the open window's earlier tokens (0 unless continuing)."""
