@@ -84,7 +84,7 @@ def reads_values(tensor: torch.Tensor) -> bool:
     return not is_compiling() and (tensor.device.type == "cpu" or not torch.is_grad_enabled())
 
 
-def _check_values(config: RANConfig, input_ids, attention_mask, token_type_ids) -> None:
+def _check_input_values(config: RANConfig, input_ids, attention_mask, token_type_ids) -> None:
     """The checks that read tensor values, with one device-to-host transfer for all of them."""
     checked = [t for t in (input_ids, attention_mask, token_type_ids) if t is not None and t.numel()]
     if not checked or not reads_values(checked[0]):
@@ -118,7 +118,7 @@ def check_inputs(
     """Validate the arguments of `RANModel.forward` (and the config, which may have been edited since construction)
     and return the (B, L) bool mask of real tokens. `embedding_dtype` is the dtype `inputs_embeds` must have."""
     if not is_compiling():
-        config._check_values()
+        config.validate_architecture()
     if (input_ids is None) == (inputs_embeds is None):
         raise ValueError("RANModel: pass exactly one of `input_ids` and `inputs_embeds`.")
     if input_ids is not None:
@@ -147,7 +147,7 @@ def check_inputs(
                 f"RANModel: `{name}` must have the shape of the input, (batch_size, sequence_length) = "
                 f"{shape}; got {tuple(getattr(tensor, 'shape', ()))}."
             )
-    _check_values(config, input_ids, attention_mask, token_type_ids)
+    _check_input_values(config, input_ids, attention_mask, token_type_ids)
     device = input_ids.device if input_ids is not None else inputs_embeds.device
     if attention_mask is None:
         # causal LMs often share the pad id with a real token (eos): there the default is "all real", as in

@@ -293,3 +293,14 @@ def test_keywords_trainer_and_generate_pass_are_accepted():
     out = lm.generate(IDS, attention_mask=torch.ones_like(IDS), max_new_tokens=3, do_sample=False)
     assert out.shape == (2, 14)
     lm(IDS, cache_position=torch.arange(11))
+
+
+def test_value_checks_skip_accelerator_training_steps():
+    """Checks that read tensor values sync the host with the device: they run on CPU tensors and without gradients
+    (pipelines, evaluation), never in an accelerator training step."""
+    from ran_hf.input_checks import reads_values
+
+    on_cpu, on_accelerator = torch.zeros(2), torch.zeros(2, device="meta")
+    assert reads_values(on_cpu) and not reads_values(on_accelerator)
+    with torch.no_grad():
+        assert reads_values(on_cpu) and reads_values(on_accelerator)
