@@ -774,12 +774,19 @@ class RANPreTrainedModel(PreTrainedModel):
     is_causal: bool = False
 
     def save_pretrained(self, save_directory, *args, **kwargs):
-        """`save_pretrained`, writing every RAN head into `config.auto_map` (not only this model's class), so a
-        checkpoint saved from one head (e.g. a pretrained masked LM) loads into any other head with
-        `AutoModelFor*.from_pretrained(..., trust_remote_code=True)`."""
+        """`save_pretrained`, overridden to write two facts into the saved config: every RAN head in `auto_map`
+        (not only this model's class), so a checkpoint saved from one head (e.g. a pretrained masked LM) loads into
+        any other head with `AutoModelFor*.from_pretrained(..., trust_remote_code=True)`; and the mode the model
+        ran in as `is_decoder` (RANForCausalLM: True, the task heads: False), so the checkpoint says how its weights
+        were trained. The config object is left as it was."""
         if getattr(self, "_auto_class", None) is not None:
             self.config.auto_map = {**RAN_AUTO_MAP, **(getattr(self.config, "auto_map", None) or {})}
-        return super().save_pretrained(save_directory, *args, **kwargs)
+        is_decoder = self.config.is_decoder
+        self.config.is_decoder = self.is_causal
+        try:
+            return super().save_pretrained(save_directory, *args, **kwargs)
+        finally:
+            self.config.is_decoder = is_decoder
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module):
