@@ -58,9 +58,10 @@ class RANConfig(PreTrainedConfig):
             the same; the decoder over the vocabulary, the largest single cost of an MLM step, shrinks about 7x at
             15% masking. Off by default, so outputs keep their usual shape.
 
-    Every value is checked on construction (`ValueError` naming the field and the allowed values; float fields also
-    take integer literals, `layer_norm_eps=1` is `1.0`), and again by every forward pass of the model, so an invalid
-    value assigned after construction (`config.window_size = 0`) is caught before it reaches torch.
+    Every value is checked on construction by `validate_architecture` (`ValueError` naming the field and the allowed
+    values; float fields also take integer literals, `layer_norm_eps=1` is `1.0`), and again by every eager forward
+    pass of the model, so an invalid value assigned after construction (`config.window_size = 0`) is caught before it
+    reaches torch.
 
     Example:
 
@@ -103,11 +104,16 @@ class RANConfig(PreTrainedConfig):
 
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)
-        self._check_values()
+        # called here as well as by strict's `validate()` (which runs it next, and on save): a call from here raises
+        # the plain `ValueError`, where `validate()` would wrap it in a `StrictDataclassClassValidationError`
+        self.validate_architecture()
 
-    def _check_values(self):
-        """Raise a `ValueError` naming the first invalid field. Runs on construction and at the start of every forward
-        pass, so it reads the fields straight from `__dict__` (a few microseconds)."""
+    def validate_architecture(self):
+        """Raise a `ValueError` naming the first invalid field. Part of the strict config's validation (construction,
+        `from_pretrained`, `save_pretrained`); the model also runs it at the start of every eager forward, so a value
+        edited after construction is caught before it reaches torch. It reads the fields straight from `__dict__`
+        (a few microseconds)."""
+        super().validate_architecture()
         v = self.__dict__
         for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "attention_head_size",
                      "window_size"):
@@ -170,7 +176,8 @@ def _check_choice(name: str, value) -> None:
 
 
 def _coerce_then_validate(strict_setattr):
-    """Wraps the strict dataclass `__setattr__` (which runs on construction, on `from_pretrained` and on every later
+    """Kept because strict has neither an int -> float coercion nor a `ValueError` for a `Literal` field.
+    Wraps the strict dataclass `__setattr__` (which runs on construction, on `from_pretrained` and on every later
     assignment): an integer for a float field becomes a float (`layer_norm_eps=1`), and a choice field outside its
     `Literal` gets a `ValueError` naming the allowed values (strict's own type check would raise a
     `StrictDataclassFieldValidationError`, which is not a `ValueError`)."""

@@ -2,8 +2,9 @@
 """Argument checks of the RAN models: inputs, keyword arguments, labels and export paths.
 
 Every check raises before torch would, with a message that names the argument and what it should be. Checks that
-read tensor values (token ids, label ranges, mask values) are skipped under `torch.compile` / `torch.export`, where
-they would break the graph.
+read tensor values (token ids, token types, mask values, label ranges) are skipped under `torch.compile` /
+`torch.export`, where they would break the graph, and on an accelerator with gradients on, where each read is a
+device-to-host sync that would stall a training step (`reads_values`); the input checks share one transfer.
 """
 
 import difflib
@@ -11,6 +12,8 @@ import inspect
 
 import torch
 from torch import nn
+
+from transformers.utils import TransformersKwargs
 
 from .configuration_ran import RANConfig
 
@@ -47,44 +50,75 @@ def check_export_path(causal: bool) -> None:
         )
 
 
-# keyword arguments a forward takes through `**kwargs` without naming them: Trainer's loss normaliser, and the
-# cache position `generate()` may add (RAN's recurrent cache keeps its own count)
-_PASS_THROUGH_KWARGS = frozenset({"num_items_in_batch", "cache_position"})
-_KWARG_HINTS = {"token_type_ids": "RAN has no token types; call the tokenizer with `return_token_type_ids=False`",
-                "position_ids": "RAN's positions are rotary and restart in every window; there are no position ids",
-                "head_mask": "RAN has no head mask"}
+# Keyword arguments: a forward takes Transformers' shared keywords (`TransformersKwargs`: Trainer's
+# `num_items_in_batch`, `output_attentions`, ...) and `generate()`'s `cache_position` (RAN's cache counts positions
+# itself). Transformers' own models ignore any other keyword silently; RAN raises a `TypeError` naming it, because a
+# misspelt `attn_mask=` would otherwise run unmasked. Keywords RAN cannot honour get a hint.
+_KWARG_HINTS = {
+    "position_ids": "RAN's positions are rotary and restart in every window; there are no position ids",
+    "past_key_values": "RAN's recurrent state is passed as `cache`",
+    "head_mask": "RAN has no head mask",
+    "is_causal": "the class decides the mode: RANForCausalLM is causal, the task heads are bidirectional",
+    **{name: "RAN windows each row by its `attention_mask`; packed sequences are not supported"
+       for name in ("cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k", "seq_idx")},
+}
+_ACCEPTED_KWARGS = frozenset(TransformersKwargs.__annotations__) - frozenset(_KWARG_HINTS) | {"cache_position"}
 
 
 def check_forward_kwargs(model: nn.Module, kwargs: dict) -> None:
-    """A keyword the forward does not know would otherwise vanish into `**kwargs` (`attn_mask=` for
-    `attention_mask=`): raise a `TypeError` naming it, as Python does for a function without `**kwargs`."""
-    unknown = [name for name in kwargs if name not in _PASS_THROUGH_KWARGS]
+    """Raise a `TypeError` for a keyword outside `TransformersKwargs` (see `_ACCEPTED_KWARGS`), with a hint."""
+    unknown = [name for name in kwargs if name not in _ACCEPTED_KWARGS]
     if not unknown:
         return
     name = unknown[0]
     known = [p for p in inspect.signature(type(model).forward).parameters if p not in ("self", "kwargs")]
-    close = difflib.get_close_matches(name, known + sorted(_PASS_THROUGH_KWARGS), n=1)
+    close = difflib.get_close_matches(name, known + sorted(_ACCEPTED_KWARGS), n=1)
     hint = _KWARG_HINTS.get(name, f"did you mean `{close[0]}`?" if close else f"it takes {', '.join(known)}")
     raise TypeError(f"{type(model).__name__}.forward() got an unexpected keyword argument `{name}` ({hint}).")
 
 
-def resolve_cache_argument(model_name: str, cache, past_key_values):
-    """The recurrent state passed as `cache` (Transformers >= 5.24) or as `past_key_values` (its name before, and
-    what `generate()` of those versions passes); not both."""
-    if past_key_values is None:
-        return cache
-    if cache is not None:
-        raise ValueError(f"{model_name}: pass the state as `cache` or as `past_key_values` (its older name), not both.")
-    return past_key_values
+def reads_values(tensor: torch.Tensor) -> bool:
+    """Whether a check may read `tensor`'s values. Not under compile / export (a graph break), and not on an
+    accelerator with gradients on: there the read is a device-to-host sync that stalls a training step. CPU tensors
+    and accelerator inference (pipelines, evaluation) are checked."""
+    return not is_compiling() and (tensor.device.type == "cpu" or not torch.is_grad_enabled())
+
+
+def _check_input_values(config: RANConfig, input_ids, attention_mask, token_type_ids) -> None:
+    """The checks that read tensor values, with one device-to-host transfer for all of them."""
+    checked = [t for t in (input_ids, attention_mask, token_type_ids) if t is not None and t.numel()]
+    if not checked or not reads_values(checked[0]):
+        return
+    device = checked[0].device
+    zero = torch.zeros((), dtype=torch.long, device=device)
+    low, high = (input_ids.min().long(), input_ids.max().long()) if input_ids is not None else (zero, zero)
+    bad_mask = zero if attention_mask is None or attention_mask.dtype == torch.bool else (
+        ((attention_mask != 0) & (attention_mask != 1)).any().long())
+    token_types = zero if token_type_ids is None else (token_type_ids != 0).any().long()
+    low, high, bad_mask, token_types = torch.stack([low, high, bad_mask, token_types]).tolist()
+    if input_ids is not None and (low < 0 or high >= config.vocab_size):
+        raise ValueError(
+            f"RANModel: `input_ids` must lie in [0, vocab_size={config.vocab_size}); got values in [{low}, {high}]. "
+            "Check that the tokenizer matches the model (or call `model.resize_token_embeddings(len(tokenizer))`)."
+        )
+    if bad_mask:
+        raise ValueError("RANModel: `attention_mask` must hold only 0 (padding) and 1 (real token).")
+    if token_types:
+        raise ValueError(
+            "RANModel: `token_type_ids` must be all zero: RAN has no token types (a BERT tokenizer's all-zero ids are "
+            "accepted and ignored). Encode the segments as one text, or call the tokenizer with "
+            "`return_token_type_ids=False`."
+        )
 
 
 def check_inputs(
-    config: RANConfig, embedding_dtype: torch.dtype, input_ids, attention_mask, inputs_embeds, initial_cell
+    config: RANConfig, embedding_dtype: torch.dtype, input_ids, attention_mask, inputs_embeds, initial_cell,
+    token_type_ids=None, causal: bool = False,
 ) -> torch.Tensor:
     """Validate the arguments of `RANModel.forward` (and the config, which may have been edited since construction)
     and return the (B, L) bool mask of real tokens. `embedding_dtype` is the dtype `inputs_embeds` must have."""
     if not is_compiling():
-        config._check_values()
+        config.validate_architecture()
     if (input_ids is None) == (inputs_embeds is None):
         raise ValueError("RANModel: pass exactly one of `input_ids` and `inputs_embeds`.")
     if input_ids is not None:
@@ -95,30 +129,8 @@ def check_inputs(
                 f"{' of ' + str(input_ids.dtype) if isinstance(input_ids, torch.Tensor) else ''}."
             )
         shape = tuple(input_ids.shape)
-        if input_ids.numel() and not is_compiling() and (
-            int(input_ids.min()) < 0 or int(input_ids.max()) >= config.vocab_size
-        ):
-            raise ValueError(
-                f"RANModel: `input_ids` must lie in [0, vocab_size={config.vocab_size}); got values in "
-                f"[{int(input_ids.min())}, {int(input_ids.max())}]. Check that the tokenizer matches the model "
-                "(or call `model.resize_token_embeddings(len(tokenizer))`)."
-            )
     else:
-        if not isinstance(inputs_embeds, torch.Tensor) or inputs_embeds.dim() != 3 or (
-            inputs_embeds.shape[-1] != config.hidden_size
-        ):
-            raise ValueError(
-                "RANModel: `inputs_embeds` must be a float tensor of shape (batch_size, sequence_length, "
-                f"hidden_size={config.hidden_size}), got {tuple(getattr(inputs_embeds, 'shape', ()))}."
-            )
-        if inputs_embeds.dtype != embedding_dtype and not (
-            inputs_embeds.dtype.is_floating_point and torch.is_autocast_enabled(inputs_embeds.device.type)
-        ):
-            raise TypeError(
-                f"RANModel: `inputs_embeds` must have the model's dtype {embedding_dtype}, got "
-                f"{inputs_embeds.dtype}; pass `inputs_embeds.to({embedding_dtype})` (or cast the model with "
-                "`model.to(dtype)`)."
-            )
+        _check_embeddings(config, embedding_dtype, inputs_embeds)
         shape = tuple(inputs_embeds.shape[:2])
     if shape[0] == 0 or shape[1] == 0:
         raise ValueError(f"RANModel: the input is empty (shape {shape}); pass at least one token per row.")
@@ -129,23 +141,39 @@ def check_inputs(
             f"RANModel: `initial_cell` must have shape (batch_size, hidden_size) = ({shape[0]}, "
             f"{config.hidden_size}); got {tuple(getattr(initial_cell, 'shape', ()))}."
         )
+    for name, tensor in (("attention_mask", attention_mask), ("token_type_ids", token_type_ids)):
+        if tensor is not None and (not isinstance(tensor, torch.Tensor) or tuple(tensor.shape) != shape):
+            raise ValueError(
+                f"RANModel: `{name}` must have the shape of the input, (batch_size, sequence_length) = "
+                f"{shape}; got {tuple(getattr(tensor, 'shape', ()))}."
+            )
+    _check_input_values(config, input_ids, attention_mask, token_type_ids)
     device = input_ids.device if input_ids is not None else inputs_embeds.device
     if attention_mask is None:
         # causal LMs often share the pad id with a real token (eos): there the default is "all real", as in
         # Transformers' decoders; generate() passes the mask it builds
-        if input_ids is not None and config.pad_token_id is not None and not config.is_decoder:
+        if input_ids is not None and config.pad_token_id is not None and not causal:
             return input_ids != config.pad_token_id
         return torch.ones(shape, dtype=torch.bool, device=device)
-    if not isinstance(attention_mask, torch.Tensor) or tuple(attention_mask.shape) != shape:
-        raise ValueError(
-            f"RANModel: `attention_mask` must have the shape of the input, (batch_size, sequence_length) = "
-            f"{shape}; got {tuple(getattr(attention_mask, 'shape', ()))}."
-        )
-    if attention_mask.dtype != torch.bool and not is_compiling() and bool(
-        ((attention_mask != 0) & (attention_mask != 1)).any()
-    ):
-        raise ValueError("RANModel: `attention_mask` must hold only 0 (padding) and 1 (real token).")
     return attention_mask.to(device=device).bool()
+
+
+def _check_embeddings(config: RANConfig, embedding_dtype: torch.dtype, inputs_embeds) -> None:
+    if not isinstance(inputs_embeds, torch.Tensor) or inputs_embeds.dim() != 3 or (
+        inputs_embeds.shape[-1] != config.hidden_size
+    ):
+        raise ValueError(
+            "RANModel: `inputs_embeds` must be a float tensor of shape (batch_size, sequence_length, "
+            f"hidden_size={config.hidden_size}), got {tuple(getattr(inputs_embeds, 'shape', ()))}."
+        )
+    if inputs_embeds.dtype != embedding_dtype and not (
+        inputs_embeds.dtype.is_floating_point and torch.is_autocast_enabled(inputs_embeds.device.type)
+    ):
+        raise TypeError(
+            f"RANModel: `inputs_embeds` must have the model's dtype {embedding_dtype}, got "
+            f"{inputs_embeds.dtype}; pass `inputs_embeds.to({embedding_dtype})` (or cast the model with "
+            "`model.to(dtype)`)."
+        )
 
 
 def check_labels(model_name: str, name: str, labels, shapes: tuple, num_classes: int | None) -> None:
@@ -162,7 +190,7 @@ def check_labels(model_name: str, name: str, labels, shapes: tuple, num_classes:
         return
     if labels.dtype.is_floating_point or labels.dtype == torch.bool:
         raise TypeError(f"{model_name}: `{name}` must hold integer class indices, got {labels.dtype}.")
-    if labels.numel() and not is_compiling():
+    if labels.numel() and reads_values(labels):
         bad = ((labels < 0) & (labels != -100)) | (labels >= num_classes)
         if bool(bad.any()):
             raise ValueError(
@@ -195,7 +223,7 @@ def check_sequence_labels(model_name: str, labels, config: RANConfig, batch_size
             f"{model_name}: `labels` must be floats for {problem_type} (num_labels={num_labels}), got {labels.dtype}; "
             "single-label classification takes torch.long class indices and num_labels >= 2."
         )
-    if problem_type == "multi_label_classification" and labels.numel() and not is_compiling():
+    if problem_type == "multi_label_classification" and labels.numel() and reads_values(labels):
         if bool(((labels < 0) | (labels > 1)).any()):
             raise ValueError(f"{model_name}: multi-label `labels` must lie in [0, 1] (one target per label).")
 
@@ -206,7 +234,7 @@ def answer_positions(model_name: str, name: str, positions, batch_size: int, len
     check_labels(model_name, name, positions, ((batch_size,), (batch_size, 1)), None)
     if positions.dtype.is_floating_point or positions.dtype == torch.bool:
         raise TypeError(f"{model_name}: `{name}` must hold integer token indices, got {positions.dtype}.")
-    if not is_compiling() and bool(((positions < 0) & (positions != -100)).any()):
+    if reads_values(positions) and bool(((positions < 0) & (positions != -100)).any()):
         raise ValueError(
             f"{model_name}: `{name}` must be token indices >= 0 (indices past the input, and -100, are ignored); got "
             f"{int(positions[(positions < 0) & (positions != -100)][0])}."

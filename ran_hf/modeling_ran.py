@@ -20,10 +20,9 @@ Fast path: all token projections and all windows' attention run batched over the
 parameters) is worked out in `window_layout.py`; the argument checks live in `input_checks.py`.
 """
 
-import contextvars
-import copy
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -42,7 +41,8 @@ from transformers.modeling_outputs import (
     TokenClassifierOutput,
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, PreTrainedModel
-from transformers.utils import ModelOutput, logging
+from transformers.processing_utils import Unpack
+from transformers.utils import ModelOutput, TransformersKwargs, can_return_tuple, logging
 
 from .configuration_ran import RANConfig
 from .input_checks import (
@@ -53,7 +53,6 @@ from .input_checks import (
     check_labels,
     check_sequence_labels,
     is_compiling,
-    resolve_cache_argument,
 )
 from .window_layout import RANWindowLayout, run_chain, run_chain_while_loop, window_chunks
 
@@ -197,11 +196,12 @@ class RANEmbeddings(nn.Module):
 
 
 class RANWindowAttention(nn.Module):
-    """`PosMHA` of a window with the cell as its first row (paper eqs. 3-5; the authors' `encode-attn`).
+    """`PosMHA` of a window with the cell as its first row (paper eqs. 3-5; the authors' `encode-attn`), then the
+    output `SN(norm(act(o) + GLU(z)))`: the GLU residual of the attention input `z` and the standard normalisation
+    (eq. 6). q, k, v and the output projection all carry an activation (swish).
 
-    q, k, v and the output projection all carry an activation (swish). `project` gives q/k/v of rows, `forward`
-    attends through Transformers' attention functions (`config._attn_implementation`), and `output` is
-    `SN(norm(act(o) + GLU(z)))`, the GLU residual of the attention input `z` and the standard normalisation (eq. 6).
+    `project` stands apart from `forward` because the fast path needs every token's key before any attention runs:
+    the cell chain reads a window's keys, and the window's tokens then read the cell's key.
     """
 
     is_causal = False  # masks are always explicit
@@ -227,11 +227,17 @@ class RANWindowAttention(nn.Module):
         return qkv.unbind(-3)
 
     def forward(
-        self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None,
-        output_attentions: bool = False,
+        self, z: torch.Tensor, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+        mask: torch.Tensor | None, output_attentions: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """query (N, Q, H, d), key/value (N, K, H, d), mask bool (N, Q|1, K) with True = attend, or None.
-        Returns (N, Q, H*d) and, with `output_attentions` (eager), the probabilities (N, H, Q, K)."""
+        """
+        Args:
+            z: (..., Q, D) the normed rows whose queries are `query`; N = prod(z.shape[:-2]) attention rows.
+            query: (N, Q, H, d); key, value: (N, K, H, d); mask: bool (N, Q|1, K), True = attend, or None.
+        Returns:
+            (..., Q, D) the output rows (eq. 6) and, with `output_attentions` (eager), the probabilities
+            (N, H, Q, K).
+        """
         implementation = "eager" if output_attentions else self.config._attn_implementation
         if implementation not in SUPPORTED_ATTENTION:
             raise ValueError(
@@ -250,12 +256,8 @@ class RANWindowAttention(nn.Module):
             self, query, key, value, mask, scaling=self.scaling, is_causal=False,
             dropout=self.attention_dropout if self.training else 0.0,
         )
-        return attended.flatten(-2), probs
-
-    def output(self, attended: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
-        """Output projection, GLU residual of the input, norm and SN (eq. 6): (..., H*d), (..., D) -> (..., D)."""
-        out = self.hidden_dropout(self.act(self.o(attended)))
-        return standard_normalize(self.norm(out + self.glu(z)), self.eps)
+        out = self.hidden_dropout(self.act(self.o(attended.reshape(*z.shape[:-1], -1))))
+        return standard_normalize(self.norm(out + self.glu(z)), self.eps), probs
 
 
 class RANMemoryReview(nn.Module):
@@ -263,7 +265,9 @@ class RANMemoryReview(nn.Module):
 
     One head of width D, scale 1/sqrt(D), activations on q, k, v and o, and a GLU residual of the *projected* query.
     With `config.memory_review_residual` the input token is added too (not in the paper; see the config).
-    `memory(cells)` projects cells to keys and values once (the cache keeps them); `forward` reviews tokens.
+
+    `memory` stands apart from `forward` because a cell's key and value are projected once and read by every later
+    token: the causal cache keeps them instead of the cells.
     """
 
     def __init__(self, config: RANConfig):
@@ -411,6 +415,44 @@ class RANLayerState:
         return sum(tensor.numel() * tensor.element_size() for tensor in tensors)
 
 
+class RANLayerOutput(NamedTuple):
+    """What a [`RANLayer`] returns (gradient checkpointing with `use_reentrant=True` hands it back as a plain tuple
+    in this order)."""
+
+    hidden_states: torch.Tensor  # (B, n, C, D) token outputs on the window grid
+    last_cell: torch.Tensor  # (B, D) bidirectional: `s_n`; causal: the cell the open window starts from
+    cells: torch.Tensor  # (B, n, D) `c_i`, zero on pad windows (causal: zero on windows not finished)
+    state: "RANLayerState | None"  # causal: the state after this input
+    window_attentions: torch.Tensor | None  # (B, n, H, C, 1+P+C) with `output_attentions`
+    review_attentions: torch.Tensor | None  # (B, n*C, K) with `output_attentions` and memory review
+
+
+@dataclass
+class RANWindowProjections:
+    """Step 1 of a layer, per chunk of windows (`RANLayer.window_chunks`): the normed rows `z` (B, m, C, D), rotated
+    queries (B, m, C, H, d), keys and values (B, m, P + C, H, d), and the key mask (B, n, P + C) of all windows, or
+    None when every key is real."""
+
+    normed: list[torch.Tensor]
+    queries: list[torch.Tensor]
+    keys: list[torch.Tensor]
+    values: list[torch.Tensor]
+    key_mask: torch.Tensor | None
+
+
+@dataclass
+class RANCellChain:
+    """Step 2 of a layer: pre-residual cells `c_i` and passed cells `s_i` (B, n, D), the cell rows' keys and values
+    (B, n, H, d), the last carried cell (B, D), and the memory-review keys and values of `cells` (B, n, D) each."""
+
+    cells: torch.Tensor
+    passed_cells: torch.Tensor
+    cell_keys: torch.Tensor
+    cell_values: torch.Tensor
+    last_cell: torch.Tensor
+    review_memory: tuple[torch.Tensor, torch.Tensor]
+
+
 class RANLayer(GradientCheckpointingLayer):
     """One RAN layer over a window grid (paper Fig. 2). Per window i, with `s_{i-1}` the incoming cell:
 
@@ -508,9 +550,24 @@ class RANLayer(GradientCheckpointingLayer):
         mask = None
         if window_key_mask is not None:
             mask = torch.cat([window_key_mask.new_ones(s.shape[0], 1), window_key_mask], dim=1)[:, None, :]
-        attended, _ = self.window_attention(q_cell, keys, values, mask)
-        c = self.dropout(self.window_attention.output(attended, z_cell))[:, 0]
+        c = self.dropout(self.window_attention(z_cell, q_cell, keys, values, mask)[0])[:, 0]
         return c, self._next_cell(c, previous_c, has_previous), k_cell[:, 0], v_cell[:, 0]
+
+    def _chain_window(self, carry, window):
+        """The body of the chain loop (`run_chain`, or `run_chain_while_loop` under compile / export): `chain_step`,
+        then the carry advances on the rows that have window i."""
+        s, previous_c = carry
+        keys, values, key_mask, valid, has_previous, drop_passed, _ = window
+        c, new_s, k_cell, v_cell = self.chain_step(s, previous_c, has_previous, keys, values, key_mask)
+        if drop_passed is not None:  # the authors drop out the passed cell in every window but a row's last
+            new_s = torch.where(drop_passed[:, None], self.dropout(new_s), new_s)
+        if valid is None:
+            s, previous_c = new_s, c
+        else:
+            s = torch.where(valid[:, None], new_s, s)
+            previous_c = torch.where(valid[:, None], c, previous_c)
+        # outputs must not alias the carry or each other (a `while_loop` rule): k/v are views of one projection
+        return (s, previous_c), (c.clone(), s.clone(), k_cell.clone(), v_cell.clone())
 
     def forward(
         self,
@@ -520,7 +577,7 @@ class RANLayer(GradientCheckpointingLayer):
         *,
         layout: RANWindowLayout,
         output_attentions: bool = False,
-    ) -> tuple:
+    ) -> RANLayerOutput:
         """
         Args:
             hidden_states: (B, n, C, D) tokens on the window grid of `layout`.
@@ -528,128 +585,132 @@ class RANLayer(GradientCheckpointingLayer):
                 causal: the user's `initial_cell` of a fresh state), or None.
             state: causal mode (`layout.causal`): the state this input continues; None starts a fresh one.
         Returns:
-            A tuple (plain tensors, so that every gradient-checkpointing mode tracks them): hidden_states
-            (B, n, C, D); last_cell (B, D) (causal: the cell the open window starts from); cells (B, n, D) (zero on
-            pad windows, and in causal mode on windows not finished); the new state (causal) or None;
-            with `output_attentions` the window attentions (B, n, H, C, 1+P+C) (key 0 is the cell, then the
-            open window's P earlier tokens when continuing) and the memory review attentions (B, n*C, K).
+            [`RANLayerOutput`] (a tuple of tensors and the state, so that every gradient-checkpointing mode tracks
+            them).
         """
-        batch_size, num_windows, capacity, _ = hidden_states.shape
-        device, dtype = hidden_states.device, hidden_states.dtype
-        causal = layout.causal
-        if causal and state is None:
-            state = self.initial_state(cell, batch_size, hidden_states)
-        # a static layout (compile / export) has a symbolic number of windows: one chunk
-        chunks = [slice(0, num_windows)] if layout.static else window_chunks(num_windows, capacity, device)
-        sizes = [chunk.stop - chunk.start for chunk in chunks]
+        if layout.causal and state is None:
+            state = self.initial_state(cell, hidden_states.shape[0], hidden_states)
+        windows = self.project_windows(hidden_states, layout, state)  # 1. eqs. 3-5 inputs, all tokens at once
+        chain = self.run_cell_chain(windows, cell, state, layout)  # 2. eqs. 3-7 for the cell rows, window by window
+        tokens, window_probs, review_probs = self.attend_tokens(  # 3. eqs. 3-6 for the tokens, then eqs. 8-9
+            windows, chain, layout, state, output_attentions)
+        last_cell = chain.last_cell
+        if state is not None:
+            state = state.advance(layout, chain.cells, chain.passed_cells, _cat(windows.keys, 1),
+                                  _cat(windows.values, 1), *chain.review_memory)
+            last_cell = state.cell  # the cell the open window starts from
+        return RANLayerOutput(tokens, last_cell, chain.cells, state, window_probs, review_probs)
 
-        # 1. every token at once (in chunks of windows on CPU): norm, q/k/v, rotary at the slots' positions
+    @staticmethod
+    def window_chunks(layout: RANWindowLayout, device: torch.device) -> list[slice]:
+        """Slices of the window axis that steps 1 and 3 process together (`window_layout.window_chunks`); a static
+        layout (compile / export) has a symbolic number of windows: one chunk."""
+        if layout.static:
+            return [slice(0, layout.num_windows)]
+        return window_chunks(layout.num_windows, layout.window_capacity, device)
+
+    def project_windows(
+        self, hidden_states: torch.Tensor, layout: RANWindowLayout, state: RANLayerState | None
+    ) -> RANWindowProjections:
+        """Step 1: the row norm and q/k/v of every token of every window (in chunks of windows on CPU), rotary at
+        the slots' window positions; a continued open window's earlier keys (from `state`) go in front."""
+        chunks = self.window_chunks(layout, hidden_states.device)
+        sizes = [chunk.stop - chunk.start for chunk in chunks]
         cos_sin = [None] * len(chunks)
         if self.rotary is not None:
             positions = layout.rotary_positions()
-            cos, sin = self.rotary(positions, dtype)
+            cos, sin = self.rotary(positions, hidden_states.dtype)
             cos_sin = [(cos, sin)] * len(chunks)
             if positions.dim() > 1:  # per window (continuing an open window): split like the windows
                 cos_sin = zip(cos.split(sizes, 1), sin.split(sizes, 1))
         # split and unbind, never slicing inside loops: each slice's backward would zero-fill a full-length
         # gradient (quadratic in length)
         pieces = hidden_states.split(sizes, dim=1) if len(sizes) > 1 else [hidden_states]
-        projected = [self._project(piece, rotation) for piece, rotation in zip(pieces, cos_sin)]
-        num_past = layout.num_past
-        if num_past:  # the open window's earlier tokens, from the state, in front of every window's slots
-            past_keys = state.window_keys[:, None, :num_past].to(dtype)
-            past_values = state.window_values[:, None, :num_past].to(dtype)
-            projected = [(z, q, torch.cat([past_keys.expand(-1, k.shape[1], -1, -1, -1), k], 2),
-                          torch.cat([past_values.expand(-1, v.shape[1], -1, -1, -1), v], 2))
-                         for z, q, k, v in projected]
-        all_keys, all_values = [k for _, _, k, _ in projected], [v for _, _, _, v in projected]
-        key_mask = layout.key_mask()
+        normed, queries, keys, values = zip(*(self._project(piece, rotation) for piece, rotation in zip(pieces, cos_sin)))
+        keys, values = list(keys), list(values)
+        if layout.num_past:  # the open window's earlier tokens, from the state, in front of every window's slots
+            for cached, projected in ((state.window_keys, keys), (state.window_values, values)):
+                past = cached[:, None, : layout.num_past].to(hidden_states.dtype)
+                projected[:] = [torch.cat([past.expand(-1, t.shape[1], -1, -1, -1), t], 2) for t in projected]
+        return RANWindowProjections(list(normed), list(queries), keys, values, layout.key_mask())
 
-        # 2. the cell chain: sequential over windows, batched over rows
-        if causal:
-            s, previous_c, has_previous = state.cell.to(dtype), state.previous_cell.to(dtype), state.has_previous
+    def run_cell_chain(
+        self, windows: RANWindowProjections, cell: torch.Tensor | None, state: RANLayerState | None,
+        layout: RANWindowLayout,
+    ) -> RANCellChain:
+        """Step 2: the cell chain, sequential over windows and batched over rows. It starts from `state` (causal)
+        or from `initial_cell(cell)`; a row carries its cell only through its own windows."""
+        batch_size, num_windows = layout.window_mask.shape
+        like = windows.keys[0]
+        if state is not None:
+            s, previous_c, has_previous = state.cell.to(like.dtype), state.previous_cell.to(like.dtype), state.has_previous
         else:
-            s = self.initial_cell(cell, batch_size, hidden_states)
+            s = self.initial_cell(cell, batch_size, like)
             previous_c, has_previous = torch.zeros_like(s), s.new_zeros(batch_size, dtype=torch.bool)
-        drop_passed_cell = self.training and self.dropout.p > 0 and not causal
         # whether a row has finished a window before window i (no cell residual until then, eq. 7)
         seen = layout.window_mask.long().cumsum(1) - layout.window_mask.long()
         has_previous = has_previous[:, None] | (seen > 0)  # (B, n)
-        windows_per_row = layout.windows_per_row
-
-        def step(carry, window):
-            """One window of the chain: the body of a Python loop, or of a `while_loop` when compiling/exporting."""
-            s, previous_c = carry
-            keys, values, key_mask_i, valid, has_previous_i, i = window
-            c, new_s, k_cell, v_cell = self.chain_step(s, previous_c, has_previous_i, keys, values, key_mask_i)
-            if drop_passed_cell:  # the authors drop out the new cell in every window but the last
-                new_s = torch.where((windows_per_row - 1 > i)[:, None], self.dropout(new_s), new_s)
-            if valid is None:
-                s, previous_c = new_s, c
-            else:
-                s = torch.where(valid[:, None], new_s, s)
-                previous_c = torch.where(valid[:, None], c, previous_c)
-            # outputs must not alias the carry or each other (a `while_loop` rule): k/v are views of one projection
-            return (s, previous_c), (c.clone(), s.clone(), k_cell.clone(), v_cell.clone())
-
-        valid = None if layout.all_real and not causal else layout.window_mask
-        windows = [t.transpose(0, 1) if t is not None else None  # windows first: (n, B, ...)
-                   for t in (None, None, key_mask, valid, has_previous)]
+        drop_passed = None
+        if self.training and self.dropout.p > 0 and state is None:
+            window_index = torch.arange(num_windows, device=like.device)
+            drop_passed = window_index[None, :] < layout.windows_per_row[:, None] - 1
+        per_window = [None, None, windows.key_mask, layout.varying_window_mask, has_previous, drop_passed]
+        per_window = [t.transpose(0, 1) if t is not None else None for t in per_window]  # windows first: (n, B, ...)
         if layout.static and (torch.compiler.is_exporting() or not torch.is_grad_enabled()):
             # one traced loop body for any number of windows (the grid size is symbolic under compile / export);
             # not when training: the backward of `while_loop` is wrong in torch 2.13 (measured), so a compiled
             # training step unrolls the Python loop below instead (one graph per number of windows)
-            windows[:2] = [_cat(all_keys, 1).transpose(0, 1), _cat(all_values, 1).transpose(0, 1)]
-            key_like = windows[0][0, :, 0]  # (B, H, d)
-            (s, _), outputs = run_chain_while_loop(step, (s, previous_c), windows, (s, s, key_like, key_like))
+            per_window[:2] = [_cat(windows.keys, 1).transpose(0, 1), _cat(windows.values, 1).transpose(0, 1)]
+            if per_window[5] is None:
+                per_window[5] = torch.zeros_like(per_window[4])
+            key_like = per_window[0][0, :, 0]  # (B, H, d)
+            (s, _), outputs = run_chain_while_loop(self._chain_window, (s, previous_c), per_window,
+                                                   (s, s, key_like, key_like))
             outputs = [t.transpose(0, 1) for t in outputs]
         else:
-            windows[:2] = [[k for keys in all_keys for k in keys.unbind(1)],
-                           [v for values in all_values for v in values.unbind(1)]]
-            # a causal window no row finishes: its cell would only be read by a later call, which recomputes it
-            skip_last = causal and not bool(layout.window_full[:, -1].any())
-            (s, previous_c), outputs = run_chain(step, (s, previous_c), windows, num_windows - skip_last)
-            if skip_last:
+            per_window[:2] = [[k for keys in windows.keys for k in keys.unbind(1)],
+                              [v for values in windows.values for v in values.unbind(1)]]
+            skip_last = layout.last_window_unfinished
+            (s, _), outputs = run_chain(self._chain_window, (s, previous_c), per_window, num_windows - skip_last)
+            if skip_last:  # its cell would only be read by a later call, which recomputes it
                 _, _, k_cell, v_cell = self._project(s[:, None])
                 outputs.append((torch.zeros_like(s), s, k_cell[:, 0], v_cell[:, 0]))
             outputs = [torch.stack(t, dim=1) for t in zip(*outputs)]
-        # pre-residual cells c_i and passed cells s_i (B, n, D), the cell rows' keys and values (B, n, H, d)
         cells, passed_cells, cell_keys, cell_values = outputs
-        if causal:  # only finished windows have a cell
-            cells = cells * layout.window_full[..., None].to(cells.dtype)
-        elif not layout.all_real:
-            cells = cells * layout.window_mask[..., None].to(cells.dtype)
+        cell_mask = layout.cell_mask
+        if cell_mask is not None:
+            cells = cells * cell_mask[..., None].to(cells.dtype)
+        return RANCellChain(cells, passed_cells, cell_keys, cell_values, s, self._review_memory(cells))
 
-        # 3. per chunk of windows: token attention over [cell; window] for all its windows in one call, then memory
-        # review of its tokens (bidirectional: all the row's cells; causal: the history and the earlier windows)
-        review_memory = self._review_memory(cells)
-        if causal:
+    def attend_tokens(
+        self, windows: RANWindowProjections, chain: RANCellChain, layout: RANWindowLayout,
+        state: RANLayerState | None, output_attentions: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """Step 3, per chunk of windows: token attention over `[cell; window]` for all its windows in one call
+        (eqs. 3-6), then memory review of its tokens (eqs. 8-9) over all the row's cells (bidirectional) or over
+        the history and the earlier windows (causal, `state`). Returns (B, n, C, D) tokens and the attentions."""
+        review_memory = chain.review_memory
+        if state is not None:
             review_memory = tuple(torch.cat([old.to(new.dtype), new], 1)
                                   for old, new in zip((state.review_keys, state.review_values), review_memory))
+        batch_size, capacity = layout.window_mask.shape[0], layout.window_capacity
         outputs = []
-        for (z, q, k, v), chunk in zip(projected, chunks):
-            keys = torch.cat([cell_keys[:, chunk, None], k], dim=2).flatten(0, 1)  # (B*m, 1+P+C, H, d)
-            values = torch.cat([cell_values[:, chunk, None], v], dim=2).flatten(0, 1)
-            attended, window_probs = self.window_attention(
-                q.flatten(0, 1), keys, values, layout.attention_mask(key_mask, chunk), output_attentions)
-            m = chunk.stop - chunk.start
-            y = self.dropout(self.window_attention.output(attended.unflatten(0, (batch_size, m)), z))  # eq. 6
+        chunks = self.window_chunks(layout, windows.keys[0].device)
+        for z, q, k, v, chunk in zip(windows.normed, windows.queries, windows.keys, windows.values, chunks):
+            keys = torch.cat([chain.cell_keys[:, chunk, None], k], dim=2).flatten(0, 1)  # (B*m, 1+P+C, H, d)
+            values = torch.cat([chain.cell_values[:, chunk, None], v], dim=2).flatten(0, 1)
+            y, window_probs = self.window_attention(
+                z, q.flatten(0, 1), keys, values, layout.attention_mask(windows.key_mask, chunk), output_attentions)
+            y = self.dropout(y)
             if window_probs is not None:
-                window_probs = window_probs.unflatten(0, (batch_size, m))
+                window_probs = window_probs.unflatten(0, (batch_size, chunk.stop - chunk.start))
             if not self.config.use_memory_review:
                 outputs.append((self.output_norm(y), window_probs, None))
                 continue
-            review_mask = state.review_mask(layout, chunk) if causal else layout.window_mask[:, None, :]
+            review_mask = state.review_mask(layout, chunk) if state is not None else layout.window_mask[:, None, :]
             out, review_probs = self.memory_review(y.flatten(1, 2), *review_memory, review_mask, output_attentions)
-            outputs.append((out.unflatten(1, (m, capacity)), window_probs, review_probs))
-        out, window_probs, review_probs = (_cat(parts, 1) if parts[0] is not None else None for parts in zip(*outputs))
-
-        new_state = None
-        if causal:
-            new_review = tuple(memory[:, -num_windows:] for memory in review_memory)
-            new_state = state.advance(layout, cells, passed_cells, _cat(all_keys, 1), _cat(all_values, 1), *new_review)
-            s = new_state.cell  # the cell the open window starts from
-        return out, s, cells, new_state, window_probs, review_probs
+            outputs.append((out.unflatten(1, (chunk.stop - chunk.start, capacity)), window_probs, review_probs))
+        return tuple(_cat(parts, 1) if parts[0] is not None else None for parts in zip(*outputs))
 
 
 class RANPooler(nn.Module):
@@ -697,10 +758,6 @@ def _masked_max(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 # ----------------------------------------------------------------------------------------------------------------------
 
 
-# set while `RANModel.from_pretrained` (or `AutoModel`) builds the model, unless the call passes `is_decoder=True`
-_LOADING_AS_ENCODER = contextvars.ContextVar("ran_loading_as_encoder", default=False)
-
-
 class RANPreTrainedModel(PreTrainedModel):
     config_class = RANConfig
     config: RANConfig
@@ -710,49 +767,26 @@ class RANPreTrainedModel(PreTrainedModel):
     _supports_sdpa = True
     _supports_flash_attn = False  # flash kernels take no per-key mask (see `RANWindowAttention.forward`)
     _supports_flex_attn = True
-    # The encoder a class builds, whatever `config.is_decoder` says: False, bidirectional (the task heads); True,
-    # causal (RANForCausalLM); None, as the config says (RANModel, but bidirectional when `from_pretrained` loads it).
-    # Where that differs from the config, `__init__` works on a copy: subclasses build from `self.config`.
-    _causal_encoder: bool | None = False
-
-    def __init__(self, config: RANConfig, *inputs, **kwargs):
-        causal = self._causal_encoder
-        if causal is None:
-            causal = config.is_decoder and not _LOADING_AS_ENCODER.get()
-        if config.is_decoder != causal:  # build from a copy: the caller's config is never changed (tested)
-            name = type(self).__name__
-            if causal:
-                logger.info(f"{name}: using a copy of the config with `is_decoder=True` (causal windows, no merge).")
-            else:
-                logger.warning(
-                    f"{name}: the config is causal (`is_decoder=True`, e.g. a RANForCausalLM checkpoint); {name} uses "
-                    "the bidirectional encoder instead, so every token sees the whole document. Load the checkpoint "
-                    "with `RANForCausalLM` for the causal language model."
-                )
-            config = copy.deepcopy(config)
-            config.is_decoder = causal
-        super().__init__(config, *inputs, **kwargs)
-
-    @classmethod
-    def from_pretrained(cls, *args, **kwargs):
-        """`PreTrainedModel.from_pretrained`, except that a causal checkpoint (e.g. `run_clm.py`'s output, saved with
-        `is_decoder=True`) loads into every class but [`RANForCausalLM`] with the bidirectional encoder, with a logged
-        notice: a classifier, tagger, QA or MLM head (or `AutoModel`) sees the whole document. Pass
-        `is_decoder=True` to keep the causal encoder of a bare `RANModel` (`RANModel.from_pretrained(path,
-        is_decoder=True)`)."""
-        token = _LOADING_AS_ENCODER.set(cls._causal_encoder is None and not kwargs.get("is_decoder", False))
-        try:
-            return super().from_pretrained(*args, **kwargs)
-        finally:
-            _LOADING_AS_ENCODER.reset(token)
+    # `_can_record_outputs` / `@capture_outputs` are not used: hidden states live on the window grid (B, n, C, D)
+    # inside the layers and are mapped back to (B, L, D) by the layout, which a forward hook cannot do.
+    # The mode: the task heads are bidirectional and RANForCausalLM is causal, whatever `config.is_decoder` says;
+    # a bare RANModel reads `config.is_decoder` (see `RANModel.__init__`).
+    is_causal: bool = False
 
     def save_pretrained(self, save_directory, *args, **kwargs):
-        """`save_pretrained`, writing every RAN head into `config.auto_map` (not only this model's class), so a
-        checkpoint saved from one head (e.g. a pretrained masked LM) loads into any other head with
-        `AutoModelFor*.from_pretrained(..., trust_remote_code=True)`."""
+        """`save_pretrained`, overridden to write two facts into the saved config: every RAN head in `auto_map`
+        (not only this model's class), so a checkpoint saved from one head (e.g. a pretrained masked LM) loads into
+        any other head with `AutoModelFor*.from_pretrained(..., trust_remote_code=True)`; and the mode the model
+        ran in as `is_decoder` (RANForCausalLM: True, the task heads: False), so the checkpoint says how its weights
+        were trained. The config object is left as it was."""
         if getattr(self, "_auto_class", None) is not None:
             self.config.auto_map = {**RAN_AUTO_MAP, **(getattr(self.config, "auto_map", None) or {})}
-        return super().save_pretrained(save_directory, *args, **kwargs)
+        is_decoder = self.config.is_decoder
+        self.config.is_decoder = self.is_causal
+        try:
+            return super().save_pretrained(save_directory, *args, **kwargs)
+        finally:
+            self.config.is_decoder = is_decoder
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module):
@@ -787,8 +821,7 @@ class RANModelOutput(ModelOutput):
         History `[c_1 .. c_n]` of the last layer (pre-residual cells); rows with fewer windows are zero after their
         last window. Causal mode: the cells of the windows this call finished, zero elsewhere.
     cache (`RANCache`, *optional*):
-        Causal mode with `use_cache`: the recurrent state to continue from (also readable as `past_key_values`,
-        its name before Transformers 5.24).
+        Causal mode with `use_cache`: the recurrent state to continue from.
     hidden_states (`tuple(torch.FloatTensor)`, *optional*):
         Embedding output and every layer's output, each `(batch_size, sequence_length, hidden_size)`.
     attentions (`tuple(torch.FloatTensor)`, *optional*):
@@ -806,11 +839,6 @@ class RANModelOutput(ModelOutput):
     hidden_states: tuple[torch.FloatTensor, ...] | None = None
     attentions: tuple[torch.FloatTensor, ...] | None = None
     memory_review_attentions: tuple[torch.FloatTensor, ...] | None = None
-
-    @property
-    def past_key_values(self) -> "RANCache | None":
-        """`cache` under the name Transformers used before 5.24."""
-        return self.cache
 
 
 class RANCache(Cache):
@@ -895,19 +923,37 @@ class RANModel(RANPreTrainedModel):
     """The bare RAN encoder: embeddings, `num_hidden_layers` RAN layers, and the cell transform pooler.
 
     The layers share one window split per row (`RANWindowLayout`). Bidirectional mode: layer `l + 1` starts from
-    layer `l`'s last cell, as in the authors' code. Causal mode (`config.is_decoder`): see `forward`.
+    layer `l`'s last cell, as in the authors' code. Causal mode: see `forward`.
     """
 
-    _causal_encoder = None
-
-    def __init__(self, config: RANConfig, add_pooling_layer: bool = True):
+    def __init__(self, config: RANConfig, add_pooling_layer: bool = True, is_causal: bool | None = None):
+        r"""
+        is_causal (`bool`, *optional*):
+            The mode: causal (`True`, RANForCausalLM's body) or bidirectional. Defaults to `config.is_decoder`. The
+            heads pass it, so a head's mode never depends on the config it is built from (the config is not
+            changed).
+        """
         super().__init__(config)
-        config = self.config  # a copy when `from_pretrained` loads a causal checkpoint bidirectional
+        self.is_causal = config.is_decoder if is_causal is None else is_causal
+        if config.is_decoder and not self.is_causal:
+            logger.warning(
+                "RAN: the config is causal (`is_decoder=True`, e.g. a RANForCausalLM checkpoint); this model uses the "
+                "bidirectional encoder instead, so every token sees the whole document. Load the checkpoint with "
+                "`RANForCausalLM` for the causal language model."
+            )
         self.embeddings = RANEmbeddings(config)
         self.layers = nn.ModuleList([RANLayer(config, i) for i in range(config.num_hidden_layers)])
         self.pooler = RANPooler(config) if add_pooling_layer else None
         self.gradient_checkpointing = False
         self.post_init()
+
+    @classmethod
+    def from_pretrained(cls, *args, is_decoder: bool = False, **kwargs):
+        """`PreTrainedModel.from_pretrained`, overridden for one reason: a causal checkpoint (e.g. `run_clm.py`'s)
+        loads as a bidirectional feature encoder (with a logged notice) unless the call passes `is_decoder=True`."""
+        if is_decoder and kwargs.get("config") is None:
+            kwargs["is_decoder"] = True
+        return super().from_pretrained(*args, is_causal=is_decoder, **kwargs)
 
     def get_input_embeddings(self) -> nn.Embedding:
         return self.embeddings.word_embeddings
@@ -915,6 +961,7 @@ class RANModel(RANPreTrainedModel):
     def set_input_embeddings(self, value: nn.Embedding):
         self.embeddings.word_embeddings = value
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -923,12 +970,9 @@ class RANModel(RANPreTrainedModel):
         initial_cell: torch.FloatTensor | None = None,
         cache: "RANCache | None" = None,
         use_cache: bool | None = None,
-        output_hidden_states: bool | None = None,
-        output_attentions: bool | None = None,
-        return_dict: bool | None = None,
-        past_key_values: "RANCache | None" = None,
-        **kwargs,
-    ) -> RANModelOutput | tuple:
+        token_type_ids: torch.LongTensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> RANModelOutput:
         r"""
         Args:
             input_ids (`torch.LongTensor` of shape `(batch_size, sequence_length)`):
@@ -944,13 +988,16 @@ class RANModel(RANPreTrainedModel):
                 Cell that seeds the first layer, per row (the authors' `with_cell`). A row of zeros means "none":
                 that row starts from the cell initializer.
             cache (`RANCache`, *optional*):
-                Causal mode only (`config.is_decoder=True`): the recurrent state left by earlier calls; the input
-                continues it. `attention_mask` may then cover the past and the new tokens (its last
-                `sequence_length` columns are used).
+                Causal mode only: the recurrent state left by earlier calls; the input continues it.
+                `attention_mask` may then cover the past and the new tokens (its last `sequence_length` columns are
+                used).
             use_cache (`bool`, *optional*):
                 Causal mode only: return the updated `RANCache` as `cache`.
-            past_key_values (`RANCache`, *optional*):
-                The name of `cache` before Transformers 5.24 (what `generate()` of those versions passes).
+            token_type_ids (`torch.LongTensor` of shape `(batch_size, sequence_length)`, *optional*):
+                Accepted so that BERT tokenizers' outputs can be passed as they are; RAN has no token types, so they
+                must be all zero (a `ValueError` otherwise) and are ignored.
+            kwargs (`TransformersKwargs`): `output_hidden_states`, `output_attentions`, Trainer's
+                `num_items_in_batch`, `return_dict`; any other keyword raises a `TypeError`.
 
         Causal mode differs from the bidirectional one: tokens attend causally inside their window, the cell row
         reads its whole window (so context crosses windows), there is no `min_window_size` merge, memory review of
@@ -958,78 +1005,84 @@ class RANModel(RANPreTrainedModel):
         (`initial_cell` seeds the first layer only). So the output at position t depends on tokens <= t only.
         """
         check_forward_kwargs(self, kwargs)
-        output_attentions = output_attentions if output_attentions is not None else self.config.output_attentions
-        output_hidden_states = (
-            output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
-        )
-        return_dict = return_dict if return_dict is not None else self.config.return_dict
-        causal = self.config.is_decoder
-        check_export_path(causal)
-        cache = resolve_cache_argument("RANModel", cache, past_key_values)
-        if not causal and cache is not None:
-            raise ValueError("RANModel: `cache` needs a causal model (`config.is_decoder=True`).")
-        if cache is not None and not isinstance(cache, RANCache):
-            raise TypeError(
-                f"RANModel: `cache` must be a RANCache (got {type(cache).__name__}); RAN keeps a recurrent "
-                "state, not per-token keys and values. Pass the cache a previous call returned, or None."
-            )
+        check_export_path(self.is_causal)
+        self._check_cache(cache)
         if attention_mask is not None and cache is not None and attention_mask.dim() == 2:
             length = (input_ids if input_ids is not None else inputs_embeds).shape[1]
             attention_mask = attention_mask[:, -length:]  # generate() passes the mask of the past and new tokens
         sequence_mask = check_inputs(self.config, self.embeddings.word_embeddings.weight.dtype, input_ids,
-                                     attention_mask, inputs_embeds, initial_cell)
-        batch_size, length = sequence_mask.shape
-        use_cache = causal and (use_cache if use_cache is not None else (self.config.use_cache and not self.training))
+                                     attention_mask, inputs_embeds, initial_cell, token_type_ids, self.is_causal)
+        use_cache = self.is_causal and (
+            use_cache if use_cache is not None else (self.config.use_cache and not self.training))
         if cache is None and use_cache:
             cache = RANCache(self.config)
-        states = cache.states if cache is not None and cache.states else [None] * len(self.layers)
-        if cache is not None and cache.states and cache.batch_size != batch_size:
-            raise ValueError(f"RANModel: the cache holds {cache.batch_size} rows but the input has {batch_size}.")
+        if cache is not None and cache.states and cache.batch_size != sequence_mask.shape[0]:
+            raise ValueError(
+                f"RANModel: the cache holds {cache.batch_size} rows but the input has {sequence_mask.shape[0]}.")
         layout = RANWindowLayout.from_mask(
-            sequence_mask, self.config.window_size, self.config.min_window_size, causal=causal,
-            offset=cache.open_window_length() if cache is not None else None, static=is_compiling() and not causal,
+            sequence_mask, self.config.window_size, self.config.min_window_size, causal=self.is_causal,
+            offset=cache.open_window_length() if cache is not None else None,
+            static=is_compiling() and not self.is_causal,
         )
+        output = self._run_layers(layout, self.embeddings(input_ids, inputs_embeds), initial_cell, cache, **kwargs)
+        if cache is not None:
+            cache.seen_positions += sequence_mask.shape[1]
+        output.cache = cache if use_cache else None
+        return output
 
-        hidden = layout.to_grid(self.embeddings(input_ids, inputs_embeds))
-        cell = initial_cell
+    def _check_cache(self, cache) -> None:
+        if cache is None:
+            return
+        if not self.is_causal:
+            raise ValueError("RANModel: `cache` needs the causal model (RANForCausalLM, or `config.is_decoder=True`).")
+        if not isinstance(cache, RANCache):
+            raise TypeError(
+                f"RANModel: `cache` must be a RANCache (got {type(cache).__name__}); RAN keeps a recurrent "
+                "state, not per-token keys and values. Pass the cache a previous call returned, or None."
+            )
+
+    def _run_layers(
+        self, layout: RANWindowLayout, embedded: torch.Tensor, initial_cell: torch.Tensor | None,
+        cache: "RANCache | None", output_hidden_states: bool | None = None, output_attentions: bool | None = None,
+        **kwargs,
+    ) -> RANModelOutput:
+        """The layers over the window grid of `layout` (updating `cache`), the cell pooling and the pooler."""
+        output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
+        if output_hidden_states is None:
+            output_hidden_states = self.config.output_hidden_states
+        hidden = layout.to_grid(embedded)
         all_hidden_states = (layout.to_sequence(hidden),) if output_hidden_states else None
         all_attentions = () if output_attentions else None
         all_reviews = () if output_attentions and self.config.use_memory_review else None
-        new_states = []
+        states = cache.states if cache is not None and cache.states else [None] * len(self.layers)
+        cell, new_states = initial_cell, []
         for layer, state in zip(self.layers, states):
-            hidden, last_cell, cells, state, window_probs, review_probs = layer(
-                hidden, cell, state, layout=layout, output_attentions=output_attentions
-            )
+            out = RANLayerOutput(*layer(hidden, cell, state, layout=layout, output_attentions=output_attentions))
+            hidden = out.hidden_states
             # bidirectional: layer l + 1 starts from layer l's last cell; causal: every layer from its own s_0
-            cell = None if causal else last_cell
-            new_states.append(state)
+            cell = None if self.is_causal else out.last_cell
+            new_states.append(out.state)
             if output_hidden_states:
                 all_hidden_states += (layout.to_sequence(hidden),)
             if output_attentions:
-                all_attentions += (window_probs,)
+                all_attentions += (out.window_attentions,)
                 if all_reviews is not None:
-                    all_reviews += (review_probs,)
+                    all_reviews += (out.review_attentions,)
         if cache is not None:
             cache.states = new_states
-            cache.seen_positions += length
-
-        last_cell = self._pool_cell(last_cell, cells, layout.window_mask)
-        last_hidden_state = all_hidden_states[-1] if output_hidden_states else layout.to_sequence(hidden)
+        last_cell = self._pool_cell(out.last_cell, out.cells, layout.window_mask)
         pooler_output = None
         if self.pooler is not None:
             pooler_output = self.pooler(last_cell, hidden.flatten(1, 2), layout.token_mask.flatten(1, 2))
-
-        output = RANModelOutput(
-            last_hidden_state=last_hidden_state,
+        return RANModelOutput(
+            last_hidden_state=all_hidden_states[-1] if output_hidden_states else layout.to_sequence(hidden),
             pooler_output=pooler_output,
             last_cell=last_cell,
-            cells=cells,
-            cache=cache if use_cache else None,
+            cells=layout.trim_windows(out.cells),
             hidden_states=all_hidden_states,
             attentions=all_attentions,
             memory_review_attentions=all_reviews,
         )
-        return output if return_dict else output.to_tuple()
 
     def _pool_cell(self, last_cell: torch.Tensor, cells: torch.Tensor, window_mask: torch.Tensor) -> torch.Tensor:
         """`config.cell_pooling`: the final cell, or the mean / max of the history over the row's real windows."""
@@ -1062,11 +1115,6 @@ class RANLMHead(nn.Module):
         return self.decoder(self.norm(self.act(self.dense(self.dropout(hidden_states)))))
 
 
-def _encoder_kwargs(attention_mask, inputs_embeds, initial_cell, output_hidden_states, output_attentions) -> dict:
-    return dict(attention_mask=attention_mask, inputs_embeds=inputs_embeds, initial_cell=initial_cell,
-                output_hidden_states=output_hidden_states, output_attentions=output_attentions, return_dict=True)
-
-
 class RANForMaskedLM(RANPreTrainedModel):
     """RAN with the authors' masked-LM head (bidirectional). Loads the MLM weights the converter keeps."""
 
@@ -1078,7 +1126,7 @@ class RANForMaskedLM(RANPreTrainedModel):
 
     def __init__(self, config: RANConfig):
         super().__init__(config)
-        self.ran = RANModel(self.config, add_pooling_layer=False)
+        self.ran = RANModel(config, add_pooling_layer=False, is_causal=self.is_causal)
         self.lm_head = RANLMHead(config)
         self.post_init()
 
@@ -1089,6 +1137,7 @@ class RANForMaskedLM(RANPreTrainedModel):
         self.lm_head.decoder = new_embeddings
         self.lm_head.bias = new_embeddings.bias
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -1096,10 +1145,8 @@ class RANForMaskedLM(RANPreTrainedModel):
         inputs_embeds: torch.FloatTensor | None = None,
         labels: torch.LongTensor | None = None,
         initial_cell: torch.FloatTensor | None = None,
-        output_hidden_states: bool | None = None,
-        output_attentions: bool | None = None,
-        return_dict: bool | None = None,
-        **kwargs,
+        token_type_ids: torch.LongTensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
     ) -> MaskedLMOutput | tuple:
         r"""
         labels (`torch.LongTensor` of shape `(batch_size, sequence_length)`, *optional*):
@@ -1108,8 +1155,8 @@ class RANForMaskedLM(RANPreTrainedModel):
             `(num_masked, vocab_size)` in row-major order (`logits == dense_logits[labels != -100]`).
         """
         check_forward_kwargs(self, kwargs)
-        outputs = self.ran(input_ids, **_encoder_kwargs(attention_mask, inputs_embeds, initial_cell,
-                                                         output_hidden_states, output_attentions))
+        outputs = self.ran(input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
+                           initial_cell=initial_cell, token_type_ids=token_type_ids, return_dict=True, **kwargs)
         hidden_states = outputs.last_hidden_state
         loss = None
         if labels is not None:
@@ -1121,9 +1168,8 @@ class RANForMaskedLM(RANPreTrainedModel):
         logits = self.lm_head(hidden_states)
         if labels is not None:
             loss = self.loss_function(logits, labels, vocab_size=self.config.vocab_size, **kwargs)
-        output = MaskedLMOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
-                                attentions=outputs.attentions)
-        return output if _return_dict(return_dict, self.config) else output.to_tuple()
+        return MaskedLMOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
+                              attentions=outputs.attentions)
 
 
 class RANForSequenceClassification(RANPreTrainedModel):
@@ -1136,11 +1182,12 @@ class RANForSequenceClassification(RANPreTrainedModel):
     def __init__(self, config: RANConfig):
         super().__init__(config)
         self.num_labels = config.num_labels
-        self.ran = RANModel(self.config)
+        self.ran = RANModel(config, is_causal=self.is_causal)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -1148,26 +1195,23 @@ class RANForSequenceClassification(RANPreTrainedModel):
         inputs_embeds: torch.FloatTensor | None = None,
         labels: torch.Tensor | None = None,
         initial_cell: torch.FloatTensor | None = None,
-        output_hidden_states: bool | None = None,
-        output_attentions: bool | None = None,
-        return_dict: bool | None = None,
-        **kwargs,
+        token_type_ids: torch.LongTensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
     ) -> SequenceClassifierOutput | tuple:
         r"""
         labels (`torch.Tensor` of shape `(batch_size,)`, or `(batch_size, num_labels)` for multi-label, *optional*):
             Class indices (single-label), floats (regression) or 0/1 floats per label (multi-label).
         """
         check_forward_kwargs(self, kwargs)
-        outputs = self.ran(input_ids, **_encoder_kwargs(attention_mask, inputs_embeds, initial_cell,
-                                                         output_hidden_states, output_attentions))
+        outputs = self.ran(input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
+                           initial_cell=initial_cell, token_type_ids=token_type_ids, return_dict=True, **kwargs)
         logits = self.classifier(self.dropout(outputs.pooler_output))
         loss = None
         if labels is not None:
             check_sequence_labels(type(self).__name__, labels, self.config, logits.shape[0])
             loss = self.loss_function(labels, logits, self.config, **kwargs)
-        output = SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
-                                          attentions=outputs.attentions)
-        return output if _return_dict(return_dict, self.config) else output.to_tuple()
+        return SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
+                                        attentions=outputs.attentions)
 
 
 class RANForTokenClassification(RANPreTrainedModel):
@@ -1178,11 +1222,12 @@ class RANForTokenClassification(RANPreTrainedModel):
     def __init__(self, config: RANConfig):
         super().__init__(config)
         self.num_labels = config.num_labels
-        self.ran = RANModel(self.config, add_pooling_layer=False)
+        self.ran = RANModel(config, add_pooling_layer=False, is_causal=self.is_causal)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -1190,26 +1235,23 @@ class RANForTokenClassification(RANPreTrainedModel):
         inputs_embeds: torch.FloatTensor | None = None,
         labels: torch.LongTensor | None = None,
         initial_cell: torch.FloatTensor | None = None,
-        output_hidden_states: bool | None = None,
-        output_attentions: bool | None = None,
-        return_dict: bool | None = None,
-        **kwargs,
+        token_type_ids: torch.LongTensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
     ) -> TokenClassifierOutput | tuple:
         r"""
         labels (`torch.LongTensor` of shape `(batch_size, sequence_length)`, *optional*):
             Tag indices in `[0, num_labels)`; -100 for positions without a loss (pads, continuation word pieces).
         """
         check_forward_kwargs(self, kwargs)
-        outputs = self.ran(input_ids, **_encoder_kwargs(attention_mask, inputs_embeds, initial_cell,
-                                                         output_hidden_states, output_attentions))
+        outputs = self.ran(input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
+                           initial_cell=initial_cell, token_type_ids=token_type_ids, return_dict=True, **kwargs)
         logits = self.classifier(self.dropout(outputs.last_hidden_state))
         loss = None
         if labels is not None:
             check_labels(type(self).__name__, "labels", labels, (tuple(logits.shape[:2]),), self.config.num_labels)
             loss = self.loss_function(logits, labels, self.config, **kwargs)
-        output = TokenClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
-                                       attentions=outputs.attentions)
-        return output if _return_dict(return_dict, self.config) else output.to_tuple()
+        return TokenClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
+                                     attentions=outputs.attentions)
 
 
 class RANForQuestionAnswering(RANPreTrainedModel):
@@ -1220,10 +1262,11 @@ class RANForQuestionAnswering(RANPreTrainedModel):
 
     def __init__(self, config: RANConfig):
         super().__init__(config)
-        self.ran = RANModel(self.config, add_pooling_layer=False)
+        self.ran = RANModel(config, add_pooling_layer=False, is_causal=self.is_causal)
         self.qa_outputs = nn.Linear(config.hidden_size, 2)
         self.post_init()
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -1232,10 +1275,8 @@ class RANForQuestionAnswering(RANPreTrainedModel):
         start_positions: torch.LongTensor | None = None,
         end_positions: torch.LongTensor | None = None,
         initial_cell: torch.FloatTensor | None = None,
-        output_hidden_states: bool | None = None,
-        output_attentions: bool | None = None,
-        return_dict: bool | None = None,
-        **kwargs,
+        token_type_ids: torch.LongTensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
     ) -> QuestionAnsweringModelOutput | tuple:
         r"""
         start_positions, end_positions (`torch.LongTensor` of shape `(batch_size,)`, *optional*):
@@ -1243,8 +1284,8 @@ class RANForQuestionAnswering(RANPreTrainedModel):
             ignored in the loss (give both or neither).
         """
         check_forward_kwargs(self, kwargs)
-        outputs = self.ran(input_ids, **_encoder_kwargs(attention_mask, inputs_embeds, initial_cell,
-                                                         output_hidden_states, output_attentions))
+        outputs = self.ran(input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
+                           initial_cell=initial_cell, token_type_ids=token_type_ids, return_dict=True, **kwargs)
         start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).unbind(-1)
         if attention_mask is not None or (input_ids is not None and self.config.pad_token_id is not None):
             real = attention_mask.bool() if attention_mask is not None else input_ids != self.config.pad_token_id
@@ -1260,20 +1301,14 @@ class RANForQuestionAnswering(RANPreTrainedModel):
                 for name, positions in (("start_positions", start_positions), ("end_positions", end_positions))
             )
             loss = self.loss_function(start_logits, end_logits, start_positions, end_positions, **kwargs)
-        output = QuestionAnsweringModelOutput(loss=loss, start_logits=start_logits, end_logits=end_logits,
-                                              hidden_states=outputs.hidden_states, attentions=outputs.attentions)
-        return output if _return_dict(return_dict, self.config) else output.to_tuple()
-
-
-# Transformers 5.24 renamed the generation state of its outputs from `past_key_values` to `cache`; `generate()` looks
-# for the installed version's name (remote code may run on either side of the rename)
-_CAUSAL_LM_CACHE_FIELD = "cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__ else "past_key_values"
+        return QuestionAnsweringModelOutput(loss=loss, start_logits=start_logits, end_logits=end_logits,
+                                            hidden_states=outputs.hidden_states, attentions=outputs.attentions)
 
 
 class RANForCausalLM(RANPreTrainedModel, GenerationMixin):
-    """Causal RAN language model with an LM head tied to the input embeddings, and `generate()` on a constant-size
-    recurrent cache ([`RANCache`]). The encoder runs in causal mode (see `RANModel.forward`) whatever
-    `config.is_decoder` says when the model is built (it works on a copy; the caller's config is not changed)."""
+    """Causal RAN language model with an LM head tied to the input embeddings, and `generate()` on a recurrent
+    cache ([`RANCache`]) that grows by one key and value per finished window. The encoder runs in causal mode (see
+    `RANModel.forward`) whatever `config.is_decoder` says."""
 
     _tied_weights_keys = {
         "lm_head.decoder.weight": "ran.embeddings.word_embeddings.weight",
@@ -1281,11 +1316,11 @@ class RANForCausalLM(RANPreTrainedModel, GenerationMixin):
     }
     _keys_to_ignore_on_load_unexpected = [r"^ran\.pooler\."]
     _is_stateful = True
-    _causal_encoder = True
+    is_causal = True
 
     def __init__(self, config: RANConfig):
         super().__init__(config)
-        self.ran = RANModel(self.config, add_pooling_layer=False)
+        self.ran = RANModel(config, add_pooling_layer=False, is_causal=self.is_causal)
         self.lm_head = RANLMHead(config)
         self.post_init()
 
@@ -1300,6 +1335,7 @@ class RANForCausalLM(RANPreTrainedModel, GenerationMixin):
         self.lm_head.decoder = new_embeddings
         self.lm_head.bias = new_embeddings.bias
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -1309,12 +1345,9 @@ class RANForCausalLM(RANPreTrainedModel, GenerationMixin):
         cache: RANCache | None = None,
         use_cache: bool | None = None,
         initial_cell: torch.FloatTensor | None = None,
-        output_hidden_states: bool | None = None,
-        output_attentions: bool | None = None,
-        return_dict: bool | None = None,
         logits_to_keep: int = 0,
-        past_key_values: RANCache | None = None,
-        **kwargs,
+        token_type_ids: torch.LongTensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
     ) -> CausalLMOutputWithPast | tuple:
         r"""
         labels (`torch.LongTensor` of shape `(batch_size, sequence_length)`, *optional*):
@@ -1322,14 +1355,11 @@ class RANForCausalLM(RANPreTrainedModel, GenerationMixin):
             a loss.
         cache (`RANCache`, *optional*): state to continue from; returned updated when `use_cache`.
         logits_to_keep (`int`, *optional*): compute logits for the last `logits_to_keep` positions only (0: all).
-        past_key_values (`RANCache`, *optional*): the name of `cache` before Transformers 5.24.
         """
         check_forward_kwargs(self, kwargs)
         outputs = self.ran(
             input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds, initial_cell=initial_cell,
-            cache=resolve_cache_argument(type(self).__name__, cache, past_key_values), use_cache=use_cache,
-            output_hidden_states=output_hidden_states,
-            output_attentions=output_attentions, return_dict=True,
+            cache=cache, use_cache=use_cache, token_type_ids=token_type_ids, return_dict=True, **kwargs,
         )
         hidden = outputs.last_hidden_state
         if labels is not None:
@@ -1345,13 +1375,8 @@ class RANForCausalLM(RANPreTrainedModel, GenerationMixin):
         loss = None
         if labels is not None:
             loss = self.loss_function(logits, labels, vocab_size=self.config.vocab_size, **kwargs)
-        output = CausalLMOutputWithPast(loss=loss, logits=logits, **{_CAUSAL_LM_CACHE_FIELD: outputs.cache},
-                                        hidden_states=outputs.hidden_states, attentions=outputs.attentions)
-        return output if _return_dict(return_dict, self.config) else output.to_tuple()
-
-
-def _return_dict(return_dict: bool | None, config: RANConfig) -> bool:
-    return return_dict if return_dict is not None else config.return_dict
+        return CausalLMOutputWithPast(loss=loss, logits=logits, cache=outputs.cache,
+                                      hidden_states=outputs.hidden_states, attentions=outputs.attentions)
 
 
 # Auto class -> model class, written into `config.auto_map` of every saved checkpoint (remote code)

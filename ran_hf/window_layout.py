@@ -178,6 +178,35 @@ class RANWindowLayout:
         return x
 
     @property
+    def varying_window_mask(self) -> torch.Tensor | None:
+        """`window_mask`, or None when every row has every window (all tokens real, bidirectional): the cell chain
+        then advances every row in every window."""
+        return None if self.all_real and not self.causal else self.window_mask
+
+    @property
+    def last_window_unfinished(self) -> bool:
+        """Causal: no row finishes the last window, so the cell chain can stop before it (reads the mask)."""
+        return self.causal and not bool(self.window_full[:, -1].any())
+
+    @property
+    def cell_mask(self) -> torch.Tensor | None:
+        """(B, n) windows that have a cell to report: the finished ones (causal) or the real ones; None if all."""
+        if self.causal:
+            return self.window_full
+        return None if self.all_real else self.window_mask
+
+    def trim_windows(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, n, ...) per-window values -> the eager grid's windows, `max(windows_per_row)` (at least 1): a static
+        layout's spare windows are dropped, so exported outputs have eager's shapes. Under `torch.compile` (where
+        reading the count would break the graph) the static grid's windows stay, zero past each row's own count."""
+        if not self.static or (torch.compiler.is_compiling() and not torch.compiler.is_exporting()):
+            return x
+        count = self.windows_per_row.max().clamp(min=1).item()
+        torch._check(count >= 1)
+        torch._check(count <= x.shape[1])
+        return x.narrow(1, 0, count)
+
+    @property
     def num_past(self) -> int:
         """Key slots in front of each window for the open window's earlier tokens (0 unless continuing)."""
         return int(self.offset.max()) if self.offset is not None else 0

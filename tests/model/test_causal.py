@@ -231,17 +231,18 @@ def test_cache_refuses_to_crop_and_bad_cache_types():
         model(random_ids(2, 3), cache=cache, use_cache=True)
 
 
-def test_cache_is_also_accepted_under_its_name_before_transformers_5_24():
+def test_the_state_is_passed_as_cache_only():
+    """Transformers 5.24 names the generation state `cache`; the older `past_key_values` gets a clear error."""
     model = make_lm()
     ids = random_ids(1, 40)
     with torch.no_grad():
+        output = model.ran(ids[:, :30], use_cache=True)
         cache = model(ids[:, :30], use_cache=True).cache
         continued = model(ids[:, 30:], cache=cache, use_cache=True).logits
-        old_name_cache = model.ran(ids[:, :30], use_cache=True).past_key_values
-        old_name = model(ids[:, 30:], past_key_values=old_name_cache, use_cache=True).logits
-    torch.testing.assert_close(old_name, continued, rtol=0, atol=0)
-    with pytest.raises(ValueError, match="not both"):
-        model(ids[:, 30:], cache=cache, past_key_values=cache, use_cache=True)
+    assert isinstance(output.cache, RANCache)
+    assert continued.shape == (1, 10, model.config.vocab_size)
+    with pytest.raises(TypeError, match="`past_key_values`.*passed as `cache`"):
+        model(ids[:, 30:], past_key_values=cache, use_cache=True)
 
 
 def test_causal_lm_save_load_keeps_ties_and_generates(tmp_path):

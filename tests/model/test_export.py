@@ -154,3 +154,29 @@ def test_compiled_training_step_gives_the_eager_gradients(one_thread):
     for (name, p), q in zip(model.named_parameters(), reference.parameters()):
         torch.testing.assert_close(p.grad, q.grad, atol=1e-5, rtol=1e-4, msg=name)
     torch._dynamo.reset()
+
+
+def test_exported_outputs_have_the_eager_shapes_and_meaningful_onnx_names(model, tmp_path, one_thread):
+    """`cells` has eager's windows, not the static grid's spare ones, and the ONNX outputs carry the output's field
+    names (the snippet users copy: names taken from the model output's keys)."""
+    onnxruntime = pytest.importorskip("onnxruntime")
+    ids, mask = inputs(18)  # a merged remainder: 2 windows eagerly, a static grid of 4
+    with torch.no_grad():
+        names = list(model(ids, attention_mask=mask).keys())
+    assert names == ["last_hidden_state", "pooler_output", "last_cell", "cells"]
+    program = torch.export.export(model, (ids,), kwargs={"attention_mask": mask}, dynamic_shapes=dynamic_length())
+    path = tmp_path / "ran.onnx"
+    torch.onnx.export(model, (ids,), str(path), kwargs={"attention_mask": mask}, dynamo=True,
+                      dynamic_shapes=dynamic_length(), input_names=["input_ids", "attention_mask"],
+                      output_names=names)
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    assert [output.name for output in session.get_outputs()] == names
+    for ids, mask in cases():
+        with torch.no_grad():
+            eager = model(ids, attention_mask=mask)
+            exported = program.module()(ids, attention_mask=mask)
+        onnx_outputs = dict(zip(names, session.run(None, {"input_ids": ids.numpy(), "attention_mask": mask.numpy()})))
+        for name in names:
+            assert exported[name].shape == eager[name].shape, (name, tuple(ids.shape))
+            assert onnx_outputs[name].shape == tuple(eager[name].shape), (name, tuple(ids.shape))
+            assert abs(torch.from_numpy(onnx_outputs[name]) - eager[name]).max().item() <= 1e-4, name

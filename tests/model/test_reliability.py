@@ -74,11 +74,11 @@ def causal_checkpoint(tmp_path_factory):
     return path
 
 
-def test_causal_lm_works_on_a_copy_of_the_config():
+def test_causal_lm_is_causal_by_its_class_and_leaves_the_config_alone():
     config = tiny_config()
     before = config.to_dict()
     model = RANForCausalLM(config)
-    assert model.config.is_decoder and model.config is not config
+    assert model.is_causal and model.ran.is_causal
     assert config.to_dict() == before and not config.is_decoder
     # a classifier built from the same config object afterwards is the ordinary bidirectional one
     classifier = RANForSequenceClassification(config).eval()
@@ -92,14 +92,14 @@ def test_causal_checkpoint_loads_bidirectional_in_every_other_class(causal_check
     ids, late = ids_and_late_change()
     with caplog.at_level(logging.WARNING, logger="ran_hf"):
         model = auto_class.from_pretrained(causal_checkpoint).eval()
-    assert not model.config.is_decoder
+    assert not model.is_causal and not (model if isinstance(model, RANModel) else model.ran).is_causal
     assert any("bidirectional encoder" in record.getMessage() for record in caplog.records), "no notice logged"
     with torch.no_grad():
         early, early_after_change = first_position_output(model, ids), first_position_output(model, late)
     assert float((early - early_after_change).abs().max()) > 1e-6, "the first token does not see the last one"
     # the weights are the causal LM's: the shared encoder gives the same tokens at position 0 in causal mode
     causal = RANForCausalLM.from_pretrained(causal_checkpoint).eval()
-    assert causal.config.is_decoder
+    assert causal.is_causal and causal.ran.is_causal
     assert torch.equal(model.state_dict()["ran.embeddings.word_embeddings.weight" if not isinstance(model, RANModel)
                                           else "embeddings.word_embeddings.weight"],
                        causal.state_dict()["ran.embeddings.word_embeddings.weight"])
@@ -107,7 +107,7 @@ def test_causal_checkpoint_loads_bidirectional_in_every_other_class(causal_check
 
 def test_causal_checkpoint_round_trip_keeps_causal_lm_causal(causal_checkpoint):
     model = AutoModelForCausalLM.from_pretrained(causal_checkpoint).eval()
-    assert isinstance(model, RANForCausalLM) and model.config.is_decoder
+    assert isinstance(model, RANForCausalLM) and model.ran.is_causal
     ids, late = ids_and_late_change()
     with torch.no_grad():
         assert torch.equal(model(ids).logits[0, :-1], model(late).logits[0, :-1])
@@ -119,7 +119,7 @@ def test_heads_built_from_a_causal_config_are_bidirectional_and_leave_it_alone(c
     snapshot = copy.deepcopy(config.to_dict())
     model = cls(config).eval()
     assert config.to_dict() == snapshot, f"{cls.__name__} changed the caller's config"
-    assert not model.config.is_decoder
+    assert not model.is_causal and not model.ran.is_causal
     ids, late = ids_and_late_change()
     with torch.no_grad():
         assert not torch.equal(first_position_output(model, ids), first_position_output(model, late))
@@ -129,13 +129,13 @@ def test_passing_a_config_object_to_from_pretrained_leaves_it_alone(causal_check
     config = RANConfig.from_pretrained(causal_checkpoint)
     assert config.is_decoder
     model = AutoModel.from_pretrained(causal_checkpoint, config=config)
-    assert config.is_decoder and not model.config.is_decoder
+    assert config.is_decoder and not model.is_causal
 
 
 def test_the_bare_encoder_can_still_be_causal_on_request(causal_checkpoint):
-    assert RANModel(tiny_config(is_decoder=True)).config.is_decoder  # built directly: RANForCausalLM's body
+    assert RANModel(tiny_config(is_decoder=True)).is_causal  # built directly: RANForCausalLM's body
     model = RANModel.from_pretrained(causal_checkpoint, is_decoder=True).eval()
-    assert model.config.is_decoder
+    assert model.is_causal and model.config.is_decoder
     ids, late = ids_and_late_change()
     with torch.no_grad():
         assert torch.equal(model(ids).last_hidden_state[0, :-1], model(late).last_hidden_state[0, :-1])
@@ -277,8 +277,10 @@ def test_unknown_keyword_arguments_are_rejected(cls):
     model = cls(tiny_config())
     with pytest.raises(TypeError, match=r"unexpected keyword argument `attn_mask` \(did you mean `attention_mask`\?\)"):
         model(IDS, attn_mask=torch.ones_like(IDS))
-    with pytest.raises(TypeError, match="`token_type_ids`.*RAN has no token types"):
-        model(IDS, token_type_ids=torch.zeros_like(IDS))
+    with pytest.raises(TypeError, match="`position_ids`.*no position ids"):
+        model(IDS, position_ids=torch.arange(11).expand(2, -1))
+    with pytest.raises(TypeError, match="`past_key_values`.*passed as `cache`"):
+        model(IDS, past_key_values=None)
 
 
 def test_keywords_trainer_and_generate_pass_are_accepted():
@@ -290,3 +292,14 @@ def test_keywords_trainer_and_generate_pass_are_accepted():
     out = lm.generate(IDS, attention_mask=torch.ones_like(IDS), max_new_tokens=3, do_sample=False)
     assert out.shape == (2, 14)
     lm(IDS, cache_position=torch.arange(11))
+
+
+def test_value_checks_skip_accelerator_training_steps():
+    """Checks that read tensor values sync the host with the device: they run on CPU tensors and without gradients
+    (pipelines, evaluation), never in an accelerator training step."""
+    from ran_hf.input_checks import reads_values
+
+    on_cpu, on_accelerator = torch.zeros(2), torch.zeros(2, device="meta")
+    assert reads_values(on_cpu) and not reads_values(on_accelerator)
+    with torch.no_grad():
+        assert reads_values(on_cpu) and reads_values(on_accelerator)

@@ -1,0 +1,67 @@
+"""Checkpoints saved by an earlier version of ran_hf (commit 677ce17, `tests/fixtures/make_saved_checkpoints.py`)
+load with the current code and compute the outputs they computed then, bit for bit."""
+
+import json
+import os
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from conftest import FIXTURES
+from ran_hf import RANForCausalLM, RANForSequenceClassification, RANModel
+
+
+SAVED = os.path.join(FIXTURES, "saved_checkpoints")
+
+
+def load(name, cls):
+    directory = os.path.join(SAVED, name)
+    with open(os.path.join(directory, "expected.json")) as f:
+        meta = json.load(f)
+    assert meta["class_name"] == cls.__name__
+    model = cls.from_pretrained(directory).eval()
+    return model, load_file(os.path.join(directory, "expected.safetensors")), meta
+
+
+def assert_same(actual, expected, name):
+    assert actual.shape == expected.shape, f"{name}: shape {tuple(actual.shape)} != {tuple(expected.shape)}"
+    assert torch.equal(actual, expected), f"{name}: max difference {float((actual - expected).abs().max()):.3e}"
+
+
+def test_encoder_with_mean_cell_and_mean_token_pooling():
+    model, expected, _ = load("encoder_mean_pooling", RANModel)
+    with torch.no_grad():
+        out = model(expected["input_ids"], attention_mask=expected["attention_mask"])
+    for name in ("last_hidden_state", "pooler_output", "last_cell", "cells"):
+        assert_same(getattr(out, name), expected[name], name)
+
+
+def test_classifier_with_the_average_pooler():
+    model, expected, _ = load("classifier_average_pooler", RANForSequenceClassification)
+    with torch.no_grad():
+        logits = model(expected["input_ids"], attention_mask=expected["attention_mask"]).logits
+    assert_same(logits, expected["logits"], "logits")
+
+
+def test_causal_lm_logits_and_greedy_generation():
+    model, expected, meta = load("causal_lm", RANForCausalLM)
+    with torch.no_grad():
+        logits = model(expected["input_ids"]).logits
+        prompt = expected["input_ids"][:, : meta["prompt_length"]]
+        generated = model.generate(prompt, max_new_tokens=meta["max_new_tokens"], do_sample=False, pad_token_id=0)
+    assert_same(logits, expected["logits"], "logits")
+    assert_same(generated, expected["generated"], "generated")
+
+
+@pytest.mark.parametrize("name", ["encoder_mean_pooling", "classifier_average_pooler", "causal_lm"])
+def test_saved_configs_load_and_save_again(name, tmp_path):
+    cls = {"encoder_mean_pooling": RANModel, "classifier_average_pooler": RANForSequenceClassification,
+           "causal_lm": RANForCausalLM}[name]
+    model, expected, _ = load(name, cls)
+    model.save_pretrained(tmp_path)
+    reloaded = cls.from_pretrained(tmp_path).eval()
+    ids = expected["input_ids"]
+    with torch.no_grad():
+        first, second = model(ids), reloaded(ids)
+    assert torch.equal(first[0], second[0])
