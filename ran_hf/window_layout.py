@@ -271,7 +271,14 @@ def run_chain_while_loop(step, carry, windows, output_like):
     """The cell chain as one `torch._higher_order_ops.while_loop` (prototype in torch 2.13), which `torch.compile`
     and `torch.export` trace once, whatever the number of windows: `windows` are tensors with windows first (n, ...)
     and `output_like` one tensor shaped like each per-window output of `step`. Returns the last carry and the
-    outputs stacked windows first, (n, ...)."""
+    outputs stacked windows first, (n, ...).
+
+    Under `torch.compile(..., dynamic=True)` Dynamo makes every float attribute of a module (norm eps, dropout p)
+    a symbolic float, which `while_loop` cannot take into its body (torch 2.13 accepts tensors, ints and symbolic
+    ints only); the chain then runs as the Python loop outside the graph (one graph break), still traced once for
+    every length."""
+    if _floats_are_symbolic():
+        return _run_chain_outside_graph(step, carry, windows)
     from torch._higher_order_ops import while_loop
 
     num_windows = windows[0].shape[0]
@@ -289,3 +296,20 @@ def run_chain_while_loop(step, carry, windows, output_like):
     outputs = tuple(like.new_zeros(num_windows, *like.shape) for like in output_like)
     _, carry, outputs = while_loop(more, body, (start, carry, outputs))
     return carry, outputs
+
+
+def _floats_are_symbolic() -> bool:
+    """Whether Dynamo (not export) traces Python floats as symbols: `torch.compile(..., dynamic=True)` or
+    `specialize_float=False` with static shapes off. Read at trace time as constants."""
+    if not torch.compiler.is_dynamo_compiling() or torch.compiler.is_exporting():
+        return False
+    import torch._dynamo.config as dynamo_config
+
+    return not dynamo_config.specialize_float and not dynamo_config.assume_static_by_default
+
+
+@torch.compiler.disable
+def _run_chain_outside_graph(step, carry, windows):
+    """`run_chain_while_loop`'s result from the Python loop, run eagerly (a graph break under Dynamo)."""
+    carry, outputs = run_chain(step, carry, windows, windows[0].shape[0])
+    return carry, tuple(torch.stack(ys, dim=0) for ys in zip(*outputs))

@@ -1,18 +1,19 @@
 # Copyright 2026 The ran_hf authors. Licensed under the Apache License, Version 2.0.
-"""Reading the scripts' data files: .jsonl/.json/.csv/.tsv/.txt, optionally gzipped, with errors that name the
-argument, the file, the line and the fix."""
+"""Reading the scripts' data: .jsonl/.json/.csv/.tsv files (optionally gzipped) with `datasets.load_dataset`,
+.txt files one document per line, and `--dataset_name` folders or Hub names, with errors that name the argument,
+the file, the line and the fix."""
 
 from __future__ import annotations
 
-import csv
 import gzip
 import io
 import json
 import logging
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+
+import datasets
 
 
 logger = logging.getLogger("run_scripts")
@@ -57,30 +58,6 @@ def open_text(path: Path) -> io.TextIOBase:
     return open(path, encoding="utf-8", newline="")
 
 
-def _iter_json_records(path: Path) -> Iterable[tuple[int, Any]]:
-    with open_text(path) as f:
-        head = f.read(1)
-        while head and head.isspace():
-            head = f.read(1)
-        if head == "[":  # a JSON array of objects
-            try:
-                items = json.loads(head + f.read())
-            except json.JSONDecodeError as err:
-                raise ValueError(f"'{path}': not valid JSON ({err}).") from None
-            yield from ((i + 1, item) for i, item in enumerate(items))
-            return
-        f.seek(0)
-        for number, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                yield number, json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ValueError(
-                    f"'{path}', line {number}: not valid JSON ({err}). Expected one JSON object per line (jsonl)."
-                ) from None
-
-
 def split_columns(names: str) -> list[str]:
     """'title,text' -> ['title', 'text']."""
     cols = [c.strip() for c in names.split(",") if c.strip()]
@@ -89,28 +66,98 @@ def split_columns(names: str) -> list[str]:
     return cols
 
 
+def load_file(path: Path, arg_name: str = "train_file") -> datasets.Dataset:
+    """A .jsonl/.json/.csv/.tsv file (optionally gzipped) as a `datasets.Dataset` (`datasets.load_dataset`), with
+    errors that name the argument, the file and, for bad JSON, the line."""
+    fmt = file_format(path)
+    if fmt == "text":
+        raise ValueError(f"--{arg_name} '{path}': a .txt file holds only text; `read_records` reads it.")
+    kwargs = {"keep_default_na": False} if fmt == "csv" else {}
+    if fmt == "csv" and ".tsv" in [s.lower() for s in path.suffixes]:
+        kwargs["sep"] = "\t"
+    try:
+        return datasets.load_dataset(fmt, data_files=str(path), split="train", **kwargs)
+    except Exception as err:  # datasets wraps parse errors; name the first bad line instead
+        if fmt == "json":
+            _raise_on_bad_json(path, arg_name)
+        if isinstance(err, StopIteration) or "EmptyDataError" in repr(err) or "No columns" in str(err):
+            raise ValueError(f"--{arg_name} '{path}': the file holds no records"
+                             f"{' (a header row with the column names is needed)' if fmt == 'csv' else ''}.") from None
+        raise ValueError(f"--{arg_name} '{path}': could not be read as {fmt} ({err}).") from err
+
+
+def _raise_on_bad_json(path: Path, arg_name: str) -> None:
+    with open_text(path) as f:
+        text = f.read()
+    if text.lstrip().startswith("["):
+        try:
+            json.loads(text)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"--{arg_name} '{path}': not valid JSON ({err}).") from None
+        return
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            try:
+                json.loads(line)
+            except json.JSONDecodeError as err:
+                raise ValueError(f"--{arg_name} '{path}', line {number}: not valid JSON ({err}). Expected one JSON "
+                                 f"object per line (jsonl).") from None
+
+
+def _line_numbers(path: Path, count: int) -> list[int]:
+    """The file line of each record: jsonl skips blank lines, a JSON array counts items, csv rows start at line 2
+    (after the header; a quoted field spanning lines shifts the numbers of the rows after it)."""
+    fmt = file_format(path)
+    if fmt == "csv":
+        return list(range(2, count + 2))
+    with open_text(path) as f:
+        first = f.read(1)
+        while first and first.isspace():
+            first = f.read(1)
+        if first == "[":
+            return list(range(1, count + 1))
+        f.seek(0)
+        numbers = [number for number, line in enumerate(f, start=1) if line.strip()]
+    return numbers if len(numbers) == count else list(range(1, count + 1))
+
+
+def load_dataset_splits(name: str, config_name: str | None = None, arg_name: str = "dataset_name"):
+    """`--dataset_name`: a folder written by `Dataset(Dict).save_to_disk`, a folder `datasets.load_dataset`
+    understands (data files, a loading script is not run), or a Hub dataset name. Returns a `DatasetDict`."""
+    folder = Path(name)
+    if folder.is_dir() and ((folder / "dataset_dict.json").is_file() or (folder / "dataset_info.json").is_file()
+                            and (folder / "state.json").is_file()):
+        loaded = datasets.load_from_disk(str(folder))
+        return loaded if isinstance(loaded, datasets.DatasetDict) else datasets.DatasetDict({"train": loaded})
+    try:
+        return datasets.load_dataset(name, config_name)
+    except FileNotFoundError as err:
+        raise FileNotFoundError(f"--{arg_name} '{name}': not a dataset folder (save_to_disk or data files) nor a "
+                                f"dataset on the Hub that can be reached ({err}).") from None
+
+
 def read_records(path: Path, fields: Sequence[str], arg_name: str = "train_file",
-                 text_field: str | Sequence[str] | None = None, skip_empty: bool = False) -> list[dict]:
+                 text_field: str | Sequence[str] | None = None, skip_empty: bool = False,
+                 optional_fields: Sequence[str] = ()) -> list[dict]:
     """Read a .jsonl/.json/.csv/.tsv/.txt file (optionally gzipped) into dicts holding `fields`, `_line` (the
     1-based line number; for a JSON array the item number) and, with `text_field`, `_text`: the text, or the texts of
-    several fields (e.g. `["title", "text"]`) joined by a blank line.
+    several fields (e.g. `["title", "text"]`) joined by a blank line. JSON and CSV files are read with
+    `datasets.load_dataset`; `dataset_records` checks the records.
 
-    Errors (ValueError) name the file, the line and the fix: a record that is not an object, a missing field, a text
-    that is not a string. A `.txt` file holds one document per line (blank lines are skipped; they separate
-    paragraphs). An empty document (its text empty or only whitespace) is an error listing the lines, or with
-    `skip_empty` a warning and the records are dropped.
+    A `.txt` file holds one document per line (blank lines are skipped; they separate paragraphs). Errors
+    (ValueError) name the file, the line and the fix; see `dataset_records`.
     """
     text_fields = [text_field] if isinstance(text_field, str) else list(text_field or [])
-    fields = list(dict.fromkeys([*fields, *text_fields]))
     fmt = file_format(path)
-    records = []
     if fmt == "text":
-        extra = [name for name in fields if name not in text_fields[:1] + ["text"]]
+        wanted = list(dict.fromkeys([*fields, *text_fields]))
+        extra = [name for name in wanted if name not in text_fields[:1] + ["text"]]
         if extra or len(text_fields) > 1:
             raise ValueError(
                 f"--{arg_name} '{path}': a .txt file holds only text (one document per line), but the field(s) "
-                f"{extra or text_fields} are needed. Use a .jsonl or .csv file with the fields {fields}."
+                f"{extra or text_fields} are needed. Use a .jsonl or .csv file with the fields {wanted}."
             )
+        records = []
         with open_text(path) as f:
             for number, line in enumerate(f, start=1):
                 line = line.rstrip("\r\n")
@@ -119,36 +166,72 @@ def read_records(path: Path, fields: Sequence[str], arg_name: str = "train_file"
         if not records:
             raise ValueError(f"--{arg_name} '{path}': the file holds no text.")
         return records
-    items = _iter_json_records(path) if fmt == "json" else _iter_csv_records(path)
-    for number, item in items:
-        if not isinstance(item, dict):
-            raise ValueError(f"--{arg_name} '{path}', line {number}: expected a JSON object, got "
-                             f"{type(item).__name__}.")
-        missing = [name for name in fields if name not in item]
+    dataset = load_file(path, arg_name)
+    return dataset_records(dataset, fields, f"--{arg_name} '{path}'", text_field, skip_empty, optional_fields,
+                           lines=_line_numbers(path, len(dataset)))
+
+
+def dataset_records(dataset: datasets.Dataset, fields: Sequence[str], source: str,
+                    text_field: str | Sequence[str] | None = None, skip_empty: bool = False,
+                    optional_fields: Sequence[str] = (), lines: Sequence[int] | None = None) -> list[dict]:
+    """The records of a `datasets.Dataset` as dicts holding `fields` (a `ClassLabel` value as its name), `_line`
+    (`lines`, or the 1-based row number) and, with `text_field`, `_text`. `source` names the data in errors
+    (`--train_file 'x.jsonl'`).
+
+    Errors (ValueError) name the source, the line and the fix: a missing field (absent or null), a text that is not
+    a string, an optional field present in some records only. An empty document (its text empty or only
+    whitespace) is an error listing the lines, or with `skip_empty` a warning and the records are dropped.
+    """
+    text_fields = [text_field] if isinstance(text_field, str) else list(text_field or [])
+    fields = list(dict.fromkeys([*fields, *text_fields]))
+    optional = [name for name in optional_fields if name not in fields]
+    lines = list(lines) if lines is not None else list(range(1, len(dataset) + 1))
+    if len(dataset) == 0:
+        raise ValueError(f"{source}: the file holds no records.")
+    present = [name for name in dataset.column_names if not name.startswith("_")]
+    for name in fields:
+        if name not in dataset.column_names:
+            raise ValueError(f"{source}, line {lines[0]}: no field {name!r} (fields present: {sorted(present)}). "
+                             f"{_field_fix(name, text_fields)}")
+    optional = [name for name in optional if name in dataset.column_names]
+    class_names = {name: feature.names for name, feature in dataset.features.items()
+                   if isinstance(feature, datasets.ClassLabel)}
+    records = []
+    for number, item in zip(lines, dataset.select_columns([*fields, *optional]).to_list()):
+        missing = [name for name in fields if item[name] is None]
         if missing:
-            present = sorted(k for k in item if not k.startswith("_"))
-            raise ValueError(
-                f"--{arg_name} '{path}', line {number}: no field {missing[0]!r} (fields present: {present}). Add the "
-                f"field to every record, or name the field to use with "
-                f"{'--text_column_name' if missing[0] in text_fields else '--label_column_name'}."
-            )
+            raise ValueError(f"{source}, line {number}: no field {missing[0]!r} (or null). Add the field to every "
+                             f"record. {_field_fix(missing[0], text_fields)}")
         record = {name: item[name] for name in fields}
+        record.update({name: item[name] for name in optional if item[name] is not None})
+        for name, names in class_names.items():
+            if name in record and isinstance(record[name], int) and record[name] >= 0:
+                record[name] = names[record[name]]
         for name in text_fields:
-            if record[name] is not None and not isinstance(record[name], str):
-                raise ValueError(f"--{arg_name} '{path}', line {number}: field {name!r} must be a string, got "
+            if not isinstance(record[name], str):
+                raise ValueError(f"{source}, line {number}: field {name!r} must be a string, got "
                                  f"{type(record[name]).__name__}.")
         if text_fields:
             record["_text"] = "\n\n".join(record[n].strip() for n in text_fields if record[n] and record[n].strip())
         record["_line"] = number
         records.append(record)
-    if not records:
-        raise ValueError(f"--{arg_name} '{path}': the file holds no records.")
+    for name in optional:
+        having = [r["_line"] for r in records if name in r]
+        if having and len(having) < len(records):
+            lacking = next(r["_line"] for r in records if name not in r)
+            raise ValueError(f"{source}: field {name!r} is on line {having[0]} but not on line {lacking}; give it "
+                             f"in every record or in none.")
     if text_fields:
-        records = drop_empty(records, text_fields, path, arg_name, skip_empty)
+        records = drop_empty(records, text_fields, source, skip_empty)
     return records
 
 
-def drop_empty(records: list[dict], text_fields: list[str], path: Path, arg_name: str, skip_empty: bool) -> list:
+def _field_fix(name: str, text_fields: Sequence[str]) -> str:
+    return (f"Name the field to use with "
+            f"{'--text_column_name' if name in text_fields else '--label_column_name'}.")
+
+
+def drop_empty(records: list[dict], text_fields: list[str], source: str, skip_empty: bool) -> list:
     """Empty documents are an error (naming the lines) unless `skip_empty`, then a warning and they are dropped."""
     empty = [r["_line"] for r in records if not r["_text"]]
     if not empty:
@@ -157,22 +240,11 @@ def drop_empty(records: list[dict], text_fields: list[str], path: Path, arg_name
     what = " and ".join(repr(n) for n in text_fields)
     if not skip_empty:
         raise ValueError(
-            f"--{arg_name} '{path}': empty document ({what} empty or only whitespace) on line(s) {shown}. Remove "
+            f"{source}: empty document ({what} empty or only whitespace) on line(s) {shown}. Remove "
             f"them, or pass --skip_empty_documents to skip them with a warning."
         )
-    logger.warning(f"--{arg_name} '{path}': skipping {len(empty)} empty document(s) on line(s) {shown}.")
+    logger.warning(f"{source}: skipping {len(empty)} empty document(s) on line(s) {shown}.")
     kept = [r for r in records if r["_text"]]
     if not kept:
-        raise ValueError(f"--{arg_name} '{path}': every document is empty.")
+        raise ValueError(f"{source}: every document is empty.")
     return kept
-
-
-def _iter_csv_records(path: Path) -> Iterable[tuple[int, dict]]:
-    delimiter = "\t" if ".tsv" in [s.lower() for s in path.suffixes] else ","
-    with open_text(path) as f:
-        reader = csv.DictReader(f, delimiter=delimiter)
-        if not reader.fieldnames:
-            raise ValueError(f"'{path}': empty CSV file (a header row with the column names is needed).")
-        for row in reader:
-            # DictReader's line_num is the physical line of the row's end; fine for error messages
-            yield reader.line_num, {k: v for k, v in row.items() if k is not None}

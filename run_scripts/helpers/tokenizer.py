@@ -58,7 +58,18 @@ def load_tokenizer(name_or_path: str, trust_remote_code: bool = False):
         tokenizer.model_max_length = HUGE_MODEL_MAX_LENGTH
     if tokenizer.pad_token is None:
         raise ValueError(f"Tokenizer '{name_or_path}' has no pad token; RAN batches need one (id 0 by default).")
+    drop_token_type_ids(tokenizer)
     return tokenizer
+
+
+def drop_token_type_ids(tokenizer) -> None:
+    """RAN has no token types: a tokenizer (e.g. a BERT one) that returns `token_type_ids` stops returning them, and
+    so does every copy the scripts save (`model_input_names` is stored in `tokenizer_config.json`)."""
+    if "token_type_ids" in tokenizer.model_input_names:
+        names = [name for name in tokenizer.model_input_names if name != "token_type_ids"]
+        tokenizer.model_input_names = names
+        tokenizer.init_kwargs["model_input_names"] = names  # what save_pretrained writes
+        logger.info("The tokenizer's `token_type_ids` are dropped: RAN has no token types.")
 
 
 def get_tokenizer(model_args: RANModelArguments, training_texts, output_dir: str | None = None,
