@@ -13,7 +13,7 @@ head turns the sentence vectors into a document vector that a linear layer class
                sentences (--ran_layers layers, --ran_heads heads)
 
 `--freeze_encoder` (the default; `--no_freeze_encoder` fine-tunes the encoder end to end, the AoSE paper's main
-setting): the sentence vectors are computed once, with a progress bar, and cached in `--embedding_cache_dir` (one
+setting, at `--encoder_learning_rate`, 2e-5 by default): the sentence vectors are computed once, with a progress bar, and cached in `--embedding_cache_dir` (one
 file per 2,000 documents, so a killed run resumes the encoding), and only the head trains.
 
 Data flags and formats are those of `run_classification.py` (`--train_file --validation_file --test_file`,
@@ -66,12 +66,12 @@ from run_scripts.helpers.reports import (
 from run_scripts.helpers.sentences import (
     DocumentDataset,
     SentenceCollator,
+    SentenceTrainer,
     cached_sentence_embeddings,
     default_encoder_path,
     sentence_token_ids,
 )
 from run_scripts.helpers.trainer_setup import (
-    RANTrainer,
     disable_eval_if_no_data,
     parse_args,
     resolve_checkpoint,
@@ -115,6 +115,9 @@ class SentenceModelArguments:
     model_name_or_path: str | None = field(
         default=None, metadata={"help": "A sentence classifier saved by this script, to evaluate or train further "
                                         "(--encoder, --head and the size flags are then ignored)."})
+    encoder_learning_rate: float = field(
+        default=2e-5, metadata={"help": "Peak learning rate of the encoder when it is fine-tuned (the head's is "
+                                        "--learning_rate)."})
     max_sentences: int = field(default=64, metadata={"help": "Keep the first N sentences of a document (0: all)."})
     min_sentence_tokens: int = field(default=5, metadata={"help": "Merge shorter sentences with the next one."})
     ran_hidden_size: int = field(default=128, metadata={"help": "--head ran: width D."})
@@ -286,10 +289,10 @@ def main(argv: list[str] | None = None) -> dict:
     callbacks = []
     if model_args.early_stopping_patience and "validation" in datasets_ and training_args.do_train:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=model_args.early_stopping_patience))
-    trainer = RANTrainer(model=model, args=training_args, train_dataset=datasets_.get("train"),
+    trainer = SentenceTrainer(model=model, args=training_args, train_dataset=datasets_.get("train"),
                          eval_dataset=datasets_.get("validation"), processing_class=processor,
                          data_collator=SentenceCollator(processor), compute_metrics=compute_metrics,
-                         callbacks=callbacks)
+                         callbacks=callbacks, encoder_learning_rate=model_args.encoder_learning_rate)
     results: dict = {"length_statistics": length_stats, "sentence_statistics": sentence_stats, "labels": label_list,
                      "multi_label": multi, "head": model.config.head, "freeze_encoder": model.config.freeze_encoder,
                      "encoder": model_args.model_name_or_path or model_args.encoder}

@@ -15,6 +15,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ran_hf.processing_sentences import DocumentSentenceProcessor
+from run_scripts.helpers.trainer_setup import RANTrainer
 
 
 logger = logging.getLogger("run_scripts")
@@ -152,3 +153,32 @@ class DocumentDataset(torch.utils.data.Dataset):
 
     def __getitem__(self, index: int) -> dict:
         return self.documents[index]
+
+
+class SentenceTrainer(RANTrainer):
+    """`RANTrainer` whose optimizer gives the sentence encoder's parameters their own learning rate
+    (`encoder_learning_rate`; the head keeps `--learning_rate`), when the encoder is fine-tuned. The scheduler scales
+    both alike."""
+
+    def __init__(self, *args, encoder_learning_rate: float | None = None, **kwargs):
+        self.encoder_learning_rate = encoder_learning_rate
+        super().__init__(*args, **kwargs)
+
+    def create_optimizer(self, model=None):
+        had_optimizer = self.optimizer is not None
+        optimizer = super().create_optimizer(model)
+        encoder = getattr(self.model, "encoder", None)
+        if had_optimizer or self.encoder_learning_rate is None or encoder is None:
+            return optimizer
+        on_encoder = {id(p) for p in encoder.parameters()}
+        groups = []
+        for group in optimizer.param_groups:
+            for encoder_group in (False, True):
+                params = [p for p in group["params"] if (id(p) in on_encoder) == encoder_group]
+                if params:
+                    groups.append({**group, "params": params,
+                                   **({"lr": self.encoder_learning_rate} if encoder_group else {})})
+        optimizer.param_groups.clear()
+        for group in groups:
+            optimizer.add_param_group(group)
+        return optimizer

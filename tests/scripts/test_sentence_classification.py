@@ -97,3 +97,20 @@ def test_bad_input_errors(data, tmp_path):
     short.write_text(json.dumps({"text": "Hi.", "label": "sports"}) + "\n")
     with pytest.raises(ValueError, match=r"short.jsonl, line 1: .*fewer than min_sentence_tokens"):
         run({**data, "test": str(short)}, tmp_path / "y", "--head", "aose")
+
+
+def test_fine_tuned_encoder_has_its_own_learning_rate(data, tmp_path):
+    from transformers import TrainingArguments
+
+    from ran_hf import RANSentenceForSequenceClassification
+    from run_scripts.helpers.sentences import SentenceTrainer
+
+    model = RANSentenceForSequenceClassification.from_sentence_encoder(data["encoder"], num_labels=2,
+                                                                       freeze_encoder=False)
+    args = TrainingArguments(str(tmp_path), learning_rate=1e-3, report_to="none", use_cpu=True)
+    optimizer = SentenceTrainer(model=model, args=args, encoder_learning_rate=2e-5).create_optimizer()
+    encoder = {id(p) for p in model.encoder.parameters()}
+    for group in optimizer.param_groups:
+        on_encoder = {id(p) in encoder for p in group["params"]}
+        assert len(on_encoder) == 1 and group["lr"] == (2e-5 if on_encoder.pop() else 1e-3)
+    assert sum(len(g["params"]) for g in optimizer.param_groups) == sum(1 for _ in model.parameters())
