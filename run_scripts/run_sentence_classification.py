@@ -129,6 +129,9 @@ class SentenceModelArguments:
     embedding_cache_dir: str = field(
         default=os.path.join(os.path.expanduser("~"), ".cache", "ran_hf", "sentence_embeddings"),
         metadata={"help": "Where frozen-encoder sentence vectors are cached."})
+    save_every_minutes: float = field(
+        default=0.0, metadata={"help": "Also checkpoint every this many minutes of training (0: only every epoch), "
+                                       "so a long fine-tuning epoch resumes where it was killed."})
     torch_threads: int = field(default=1, metadata={"help": "torch.set_num_threads (0: torch's default)."})
 
 
@@ -290,9 +293,10 @@ def main(argv: list[str] | None = None) -> dict:
     if model_args.early_stopping_patience and "validation" in datasets_ and training_args.do_train:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=model_args.early_stopping_patience))
     trainer = SentenceTrainer(model=model, args=training_args, train_dataset=datasets_.get("train"),
-                         eval_dataset=datasets_.get("validation"), processing_class=processor,
-                         data_collator=SentenceCollator(processor), compute_metrics=compute_metrics,
-                         callbacks=callbacks, encoder_learning_rate=model_args.encoder_learning_rate)
+                              eval_dataset=datasets_.get("validation"), processing_class=processor,
+                              data_collator=SentenceCollator(processor), compute_metrics=compute_metrics,
+                              callbacks=callbacks, encoder_learning_rate=model_args.encoder_learning_rate,
+                              save_every_minutes=model_args.save_every_minutes)
     results: dict = {"length_statistics": length_stats, "sentence_statistics": sentence_stats, "labels": label_list,
                      "multi_label": multi, "head": model.config.head, "freeze_encoder": model.config.freeze_encoder,
                      "encoder": model_args.model_name_or_path or model_args.encoder}

@@ -2,7 +2,7 @@
 """Writes the compare_long_docs splits of a dataset (train = the official training split less a fixed stratified
 10% dev, dev, official test) as jsonl files with `text` and `label`, for `run_sentence_classification.py`:
 
-    python -m research.sentence_classification.make_splits --data_dir /work/shared/data --dataset hyperpartisan \
+    python -m research.sentence_classification.make_splits --data_dir DATA --dataset hyperpartisan \
         --output_dir outputs/sentence_splits
 
 The texts are those of `research.compare_long_docs.data` (Hyperpartisan: title, blank line, text; IMDB: `<br />`
