@@ -7,6 +7,7 @@
 set -u
 dataset=$1; heads=$2; seeds=$3; mode=${4:-frozen}; shift 4 || shift $#
 splits=outputs/sentence_splits/$dataset
+mkdir -p outputs/sentence_classification/$dataset
 freeze=(); [ "$mode" = finetuned ] && freeze=(--no_freeze_encoder)
 export HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false PYTHONPATH=$PWD
 for seed in $seeds; do
