@@ -22,6 +22,9 @@ from .modeling_ran import (
     RANModelOutput,
     RANPreTrainedModel,
 )
+from .configuration_sentence import RANSentenceConfig
+from .modeling_sentence import RANSentenceForSequenceClassification, RANSentencePreTrainedModel
+from .processing_sentences import DocumentSentenceProcessor
 
 
 AUTO_CLASSES = {
@@ -38,6 +41,10 @@ RANConfig.register_for_auto_class()
 for _auto_class, _model_class in AUTO_CLASSES.items():
     _auto_class.register(RANConfig, _model_class, exist_ok=True)
     _model_class.register_for_auto_class(_auto_class.__name__)
+AutoConfig.register(RANSentenceConfig.model_type, RANSentenceConfig, exist_ok=True)
+RANSentenceConfig.register_for_auto_class()
+AutoModelForSequenceClassification.register(RANSentenceConfig, RANSentenceForSequenceClassification, exist_ok=True)
+RANSentenceForSequenceClassification.register_for_auto_class("AutoModelForSequenceClassification")
 
 __version__ = "0.1.0"
 __all__ = [
@@ -51,4 +58,8 @@ __all__ = [
     "RANForSequenceClassification",
     "RANForTokenClassification",
     "RANForQuestionAnswering",
+    "RANSentenceConfig",
+    "RANSentencePreTrainedModel",
+    "RANSentenceForSequenceClassification",
+    "DocumentSentenceProcessor",
 ]

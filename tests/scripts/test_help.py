@@ -14,7 +14,8 @@ MODULES = ["run_scripts.run_classification", "run_scripts.run_clm", "run_scripts
            "research.recipe_selection.__main__", "research.compare_lm.__main__",
            "research.tfidf_baseline.tfidf_baseline", "research.stall_diagnosis.first_steps",
            "research.stall_diagnosis.probe", "research.pretraining.pack", "research.pretraining.device_pretrain",
-           "research.pretraining.collect"]
+           "research.pretraining.collect", "run_scripts.run_sentence_classification",
+           "research.sentence_classification.make_splits", "research.sentence_classification.report"]
 FILES = ["benchmarks/ab_forward.py", "benchmarks/benchmark.py", "benchmarks/export_compile.py",
          "research/pretraining/step_speed.py"]
 

@@ -1,0 +1,35 @@
+# Copyright 2026 The ran_hf authors. Licensed under the Apache License, Version 2.0.
+"""Writes the compare_long_docs splits of a dataset (train = the official training split less a fixed stratified
+10% dev, dev, official test) as jsonl files with `text` and `label`, for `run_sentence_classification.py`:
+
+    python -m research.sentence_classification.make_splits --data_dir DATA --dataset hyperpartisan \
+        --output_dir outputs/sentence_splits
+
+The texts are those of `research.compare_long_docs.data` (Hyperpartisan: title, blank line, text; IMDB: `<br />`
+as newlines), so the runs read the same documents as the comparison's sentence models."""
+
+import argparse
+import json
+from pathlib import Path
+
+from research.compare_long_docs.data import DATASETS, load_dataset_splits
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data_dir", required=True)
+    parser.add_argument("--dataset", required=True, choices=DATASETS)
+    parser.add_argument("--output_dir", default="outputs/sentence_splits")
+    args = parser.parse_args(argv)
+    data = load_dataset_splits(args.dataset, Path(args.data_dir))
+    folder = Path(args.output_dir) / args.dataset
+    folder.mkdir(parents=True, exist_ok=True)
+    for split in ("train", "dev", "test"):
+        with open(folder / f"{split}.jsonl", "w", encoding="utf-8") as f:
+            for text, label in zip(data[split]["text"], data[split]["label"]):
+                f.write(json.dumps({"text": text, "label": data["labels"][int(label)]}) + "\n")
+        print(f"{folder / split}.jsonl: {len(data[split]['text'])} documents")
+
+
+if __name__ == "__main__":
+    main()

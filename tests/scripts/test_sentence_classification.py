@@ -1,0 +1,116 @@
+# Copyright 2026 The ran_hf authors. Licensed under the Apache License, Version 2.0.
+"""End to end: run_sentence_classification.py on tiny synthetic documents with a tiny BERT sentence encoder (built
+from a config, saved as a sentence-transformers folder): it trains, reports, caches the frozen sentence vectors, and
+saves a model that classifies raw documents."""
+
+import json
+import random
+
+import pytest
+import torch
+
+from run_scripts import run_sentence_classification
+from tests.model.test_sentence_models import make_tiny_sentence_encoder
+
+
+pytest.importorskip("pysbd")
+pytestmark = pytest.mark.usefixtures("restore_script_globals")
+
+WORDS = {"sports": "match goal team coach league score season player".split(),
+         "politics": "vote senate election party law minister policy debate".split()}
+COMMON = ["the ", "a ", "and the "]
+
+
+def document(rng, label, sentences):
+    return " ".join(f"{rng.choice(COMMON).capitalize()}{rng.choice(WORDS[label])} {rng.choice(WORDS[label])} "
+                    f"{rng.choice(WORDS[label])}." for _ in range(sentences))
+
+
+def write_split(path, rng, n):
+    with open(path, "w") as f:
+        for i in range(n):
+            label = ["sports", "politics"][i % 2]
+            f.write(json.dumps({"text": document(rng, label, rng.randint(2, 6)), "label": label}) + "\n")
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sentence_data")
+    rng = random.Random(0)
+    return {"encoder": make_tiny_sentence_encoder(root / "encoder"),
+            "train": write_split(root / "train.jsonl", rng, 16), "validation": write_split(root / "dev.jsonl", rng, 6),
+            "test": write_split(root / "test.jsonl", rng, 6), "cache": str(root / "cache")}
+
+
+def run(data, output_dir, *flags):
+    return run_sentence_classification.main([
+        "--train_file", data["train"], "--validation_file", data["validation"], "--test_file", data["test"],
+        "--encoder", data["encoder"], "--embedding_cache_dir", data["cache"], "--output_dir", str(output_dir),
+        "--num_train_epochs", "2", "--use_cpu", "--report_to", "none", "--disable_tqdm", "True",
+        "--ran_hidden_size", "8", "--ran_heads", "2", "--sentence_window", "2", "--learning_rate", "1e-2", *flags])
+
+
+def test_frozen_run_reports_caches_and_saves_a_raw_text_classifier(data, tmp_path, monkeypatch):
+    results = run(data, tmp_path / "ran", "--head", "ran")
+    test = results["test"]
+    for key in ("test_accuracy", "test_macro_f1", "baseline_accuracy", "baseline_macro_f1"):
+        assert 0.0 <= test[key] <= 1.0
+    assert test["test_samples"] == 6 and test["test_le_512_samples"] == 6
+    assert results["freeze_encoder"] and results["head"] == "ran"
+    assert len(list((tmp_path / "ran" / "test_predictions.jsonl").read_text().splitlines())) == 6
+
+    # the three lines of the README classify raw documents with the saved folder alone
+    from ran_hf import DocumentSentenceProcessor, RANSentenceForSequenceClassification
+
+    model = RANSentenceForSequenceClassification.from_pretrained(tmp_path / "ran").eval()
+    batch = DocumentSentenceProcessor.from_pretrained(tmp_path / "ran")(["The goal of the team. A match and a score."])
+    assert [model.config.id2label[i] for i in model(**batch).logits.argmax(-1).tolist()][0] in ("sports", "politics")
+
+    # a second run reads the cached sentence vectors: no encoder is loaded
+    import sentence_transformers
+
+    def no_encoding(*args, **kwargs):
+        raise AssertionError("the sentence vectors were encoded again instead of read from the cache")
+
+    monkeypatch.setattr(sentence_transformers, "SentenceTransformer", no_encoding)
+    again = run(data, tmp_path / "aose", "--head", "aose")
+    assert again["head"] == "aose" and again["test"]["test_samples"] == 6
+
+
+def test_fine_tuned_encoder_moves(data, tmp_path):
+    from ran_hf import RANSentenceForSequenceClassification
+
+    results = run(data, tmp_path / "tuned", "--head", "aose", "--no_freeze_encoder", "--num_train_epochs", "1")
+    assert not results["freeze_encoder"]
+    start = RANSentenceForSequenceClassification.from_sentence_encoder(data["encoder"], num_labels=2)
+    tuned = RANSentenceForSequenceClassification.from_pretrained(tmp_path / "tuned")
+    assert not tuned.config.freeze_encoder
+    moved = [not torch.equal(a, b) for a, b in zip(start.encoder.parameters(), tuned.encoder.parameters())]
+    assert any(moved)
+
+
+def test_bad_input_errors(data, tmp_path):
+    with pytest.raises(ValueError, match="not a sentence-transformers or Transformers model folder"):
+        run(data, tmp_path / "x", "--encoder", str(tmp_path / "no_such_encoder"))
+    short = tmp_path / "short.jsonl"
+    short.write_text(json.dumps({"text": "Hi.", "label": "sports"}) + "\n")
+    with pytest.raises(ValueError, match=r"short.jsonl, line 1: .*fewer than min_sentence_tokens"):
+        run({**data, "test": str(short)}, tmp_path / "y", "--head", "aose")
+
+
+def test_fine_tuned_encoder_has_its_own_learning_rate(data, tmp_path):
+    from transformers import TrainingArguments
+
+    from ran_hf import RANSentenceForSequenceClassification
+    from run_scripts.helpers.sentences import SentenceTrainer
+
+    model = RANSentenceForSequenceClassification.from_sentence_encoder(data["encoder"], num_labels=2,
+                                                                       freeze_encoder=False)
+    args = TrainingArguments(str(tmp_path), learning_rate=1e-3, report_to="none", use_cpu=True)
+    optimizer = SentenceTrainer(model=model, args=args, encoder_learning_rate=2e-5).create_optimizer()
+    encoder = {id(p) for p in model.encoder.parameters()}
+    for group in optimizer.param_groups:
+        on_encoder = {id(p) in encoder for p in group["params"]}
+        assert len(on_encoder) == 1 and group["lr"] == (2e-5 if on_encoder.pop() else 1e-3)
+    assert sum(len(g["params"]) for g in optimizer.param_groups) == sum(1 for _ in model.parameters())
