@@ -17,7 +17,7 @@ fit is marked in the results, never silently left out:
                `--tokens-per-step` tokens per step (batch = tokens / length, at least 1): forward and a training
                step (forward, loss, backward, AdamW), bf16 autocast; tokens/s and peak memory; a series stops at
                out-of-memory or when the next length is projected past `--max-call-s`
-  profile      torch.profiler over one training step of RAN at 8k and 32k: device time split into embedding,
+  profile      torch.profiler over one training step of RAN at 32k and 8k: device time split into embedding,
                projections, cell chain, window attention, memory review, layer glue, loss and optimizer
   generation   ms per token and cache bytes at 1k, 32k and 128k of context, RAN against GPT-2 of the same size
   long_train   one training step of RAN at 256k tokens with gradient checkpointing: peak memory, seconds
@@ -80,21 +80,22 @@ SCALES = {
     # the device call: base size, bf16
     "base": dict(size=dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
                            attention_head_size=64, window_size=256, min_window_size=16),
-                 lengths=[4096, 8192, 32768, 131072], tokens_per_step=32768, profile_lengths=[8192, 32768],
+                 lengths=[4096, 8192, 32768, 131072], tokens_per_step=32768, profile_lengths=[32768, 8192],
                  nan_lengths=[32768, 131072], check_length=4096, contexts=[1024, 32768, 131072], decode_tokens=32,
                  prefill_chunk=4096, long_length=262144, optimise_lengths=[8192, 32768], matmul_size=8192,
-                 max_call_s=8.0, max_case_s=6.0, warmup=1, repeats=3, budget_s=270, pytest_timeout=45, pytest_files=PYTEST_FILES,
+                 max_call_s=8.0, max_case_s=6.0, warmup=1, repeats=3, budget_s=270, pytest_timeout=30,
+                 pytest_files=PYTEST_FILES, pytest_select="not flex",
                  compile_backend="inductor",
-                 caps=dict(env=10, checks=20, pytest=60, speed=105, profile=35, generation=25, long_train=20,
+                 caps=dict(env=10, checks=20, pytest=45, speed=100, profile=45, generation=20, long_train=30,
                            optimise=60)),
     # the rehearsal: the same code path at tiny sizes, seconds on a CPU
     "tiny": dict(size=dict(vocab_size=101, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                            attention_head_size=16, window_size=16, min_window_size=4),
-                 lengths=[64, 128, 256, 1024], tokens_per_step=256, profile_lengths=[128, 256],
+                 lengths=[64, 128, 256, 1024], tokens_per_step=256, profile_lengths=[256, 128],
                  nan_lengths=[256, 1024], check_length=96, contexts=[16, 64, 256], decode_tokens=3,
                  prefill_chunk=64, long_length=512, optimise_lengths=[128], matmul_size=256,
                  max_call_s=20.0, max_case_s=2.0, warmup=1, repeats=2, budget_s=1200, pytest_timeout=60,
-                 pytest_files=["tests/model/test_parity.py"], compile_backend="aot_eager",
+                 pytest_files=["tests/model/test_parity.py"], pytest_select="", compile_backend="aot_eager",
                  caps=dict(env=60, checks=90, pytest=120, speed=240, profile=90, generation=90, long_train=60,
                            optimise=120)),
 }
@@ -137,6 +138,19 @@ def encoder_flops_per_token(model: str, size: dict, seq_len: int, extra: dict | 
         dense = 2 * (4 * d * d + 3 * d * inner)
         return layers * dense + 4 * a * (num_global * seq_len + (layers - num_global) * min(seq_len, window))
     raise ValueError(f"unknown model {model!r}")
+
+
+def installed_versions() -> dict:
+    """PyTorch and Transformers as installed for this Python (no import), for a report without the env part."""
+    from importlib import metadata
+
+    versions = {"python": platform.python_version()}
+    for name in ("torch", "transformers"):
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
 
 
 def series_projection(done: list[dict], length: int, batch: int) -> float | None:
@@ -375,7 +389,9 @@ def _model_extra(name: str, model) -> dict:
 
 
 def worker_speed(spec: dict) -> None:
-    """One model's series: for each mode, each length with batch = tokens_per_step / length (at least 1)."""
+    """One model's series: each length (batch = tokens_per_step / length, at least 1), forward then a training step
+    with a fresh AdamW (so a forward's peak memory holds no optimizer state). A mode's series stops at its first
+    out-of-memory, failure or projected overrun; the other mode goes on."""
     torch = _torch_setup(spec)
     device, name = spec["device"], spec["model"]
     model = build_speed_model(name, spec["size"], max(spec["lengths"])).to(device)
@@ -383,46 +399,44 @@ def worker_speed(spec: dict) -> None:
     params = sum(p.numel() for p in model.parameters())
     vocab = spec["size"]["vocab_size"]
     sync = _sync(torch, device)
-    optimizer = None
-    for mode in spec["modes"]:
-        done, stopped = [], None
-        for length in spec["lengths"]:
-            batch = max(1, spec["tokens_per_step"] // length)
+    done = {mode: [] for mode in spec["modes"]}
+    stopped = {mode: None for mode in spec["modes"]}
+    for length in spec["lengths"]:
+        batch = max(1, spec["tokens_per_step"] // length)
+        ids = torch.randint(5, vocab, (batch, length), generator=torch.Generator().manual_seed(length)).to(device)
+        if name == "bert_chunks" and length >= BERT_CHUNK:
+            ids = ids.reshape(-1, BERT_CHUNK)
+        for mode in spec["modes"]:
             row = dict(kind="speed", model=name, mode=mode, seq_len=length, batch_size=batch,
                        tokens_per_step=batch * length, dtype=spec["dtype"], params=params,
                        flops_per_token=encoder_flops_per_token(name, spec["size"], length, extra))
-            projected = series_projection(done, length, batch)
-            if stopped is None and projected is not None and projected > spec["max_call_s"]:
-                stopped = f"too slow: projected {projected:.1f} s per call > {spec['max_call_s']} s"
-            if stopped is None and projected is not None and time.time() + 3 * projected > spec["deadline"]:
-                stopped = f"time cap: projected {projected:.1f} s per call, part budget spent"
-            if stopped is not None:
-                emit(dict(row, skipped=stopped))
+            projected = series_projection(done[mode], length, batch)
+            if stopped[mode] is None and projected is not None and projected > spec["max_call_s"]:
+                stopped[mode] = f"too slow: projected {projected:.1f} s per call > {spec['max_call_s']} s"
+            if stopped[mode] is None and projected is not None and time.time() + 3 * projected > spec["deadline"]:
+                stopped[mode] = f"time cap: projected {projected:.1f} s per call, part budget spent"
+            if stopped[mode] is not None:
+                emit(dict(row, skipped=stopped[mode]))
                 continue
-            ids = torch.randint(5, vocab, (batch, length), generator=torch.Generator().manual_seed(length))
-            ids = ids.to(device)
-            if name == "bert_chunks":
-                ids = ids.reshape(-1, BERT_CHUNK) if length >= BERT_CHUNK else ids
-            if mode == "train" and optimizer is None:
-                model.train()
+            optimizer = None
+            if mode == "train":
                 optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE, fused=device == "cuda")
             call = _speed_call(torch, spec, model, ids, mode, optimizer)
             _reset_peak(torch, device)
             try:
                 timing, finite = benchmark.time_calls(call, spec["warmup"], spec["repeats"], spec["max_case_s"],
                                                       sync)
+                row.update(median_s=timing["median_s"], times_s=timing["times_s"],
+                           repeats_done=timing["repeats_done"], warmup_s=timing["warmup_s"],
+                           tokens_per_s=round(batch * length / timing["median_s"], 1),
+                           peak_mb=_peak_mb(torch, device), output_finite=bool(finite))
+                done[mode].append(row)
             except Exception as exc:  # noqa: BLE001
-                call = None
-                if optimizer is not None:
-                    optimizer.zero_grad(set_to_none=True)
-                stopped = ("out of memory" if _is_oom(exc) else "failed") + f": {type(exc).__name__}"
-                emit(dict(row, error=stopped, detail=str(exc)[:400], peak_mb=_peak_mb(torch, device)))
-                _reset_peak(torch, device)
-                continue
-            row.update(median_s=timing["median_s"], times_s=timing["times_s"], repeats_done=timing["repeats_done"],
-                       warmup_s=timing["warmup_s"], tokens_per_s=round(batch * length / timing["median_s"], 1),
-                       peak_mb=_peak_mb(torch, device), output_finite=bool(finite))
-            done.append(row)
+                stopped[mode] = ("out of memory" if _is_oom(exc) else "failed") + f": {type(exc).__name__}"
+                row.update(error=stopped[mode], detail=str(exc)[:400], peak_mb=_peak_mb(torch, device))
+            call = optimizer = None
+            model.zero_grad(set_to_none=True)
+            _reset_peak(torch, device)
             emit(row)
 
 
@@ -693,12 +707,12 @@ def worker_profile(spec: dict) -> None:
     model = _ran_model(spec).to(device).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE, fused=device == "cuda")
     sync = _sync(torch, device)
-    last = None  # (windows per row, seconds the last length's profile took)
+    last = None  # (windows per row, seconds the last length's profile took); the longest length comes first
     for length in spec["profile_lengths"]:
         batch = max(1, spec["tokens_per_step"] // length)
         row = dict(kind="profile", model="ran", seq_len=length, batch_size=batch, dtype=spec["dtype"])
         windows = length / spec["size"]["window_size"]
-        projected = last[1] * windows / last[0] if last else 0.0  # the chain's events grow with windows per row
+        projected = last[1] * windows / last[0] if last else 0.0  # events grow with the windows per row
         if time.time() + projected > spec["deadline"]:
             emit(dict(row, skipped=f"time cap: projected {projected:.0f} s, part budget spent"))
             continue
@@ -718,12 +732,10 @@ def worker_profile(spec: dict) -> None:
             return loss
 
         try:
-            timing, _ = benchmark.time_calls(step, 1, 2, spec["max_case_s"], sync)
+            timing, _ = benchmark.time_calls(step, 1, 1, spec["max_case_s"], sync)
             row.update(chain_forward=time_chain_in_forward(torch, spec, model, ids))
             remove, installed = install_profile_ranges(model)
             try:
-                step()  # the hooks' first call
-                sync()
                 activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
                 start = time.perf_counter()
                 with profile(activities=activities) as prof:
@@ -920,7 +932,8 @@ class Suite:
                                    started=time.strftime("%Y-%m-%d %H:%M:%S %Z"), budget_s=args.budget_s,
                                    device=args.device, dtype=args.dtype, size=scale["size"],
                                    tokens_per_step=scale["tokens_per_step"], git=benchmark.git_info(),
-                                   tolerances=TOLERANCES, platform=platform.platform()),
+                                   tolerances=TOLERANCES, platform=platform.platform(),
+                                   versions=installed_versions()),
                          parts={}, records=[])
         self.save()
 
@@ -1015,16 +1028,20 @@ class Suite:
     # the parts ------------------------------------------------------------------------------------------------------
 
     def env(self, deadline):
-        return self.run_worker("env", self.spec(), deadline)
+        return self.run_worker("env", self.spec(), deadline, [dict(kind="env")])
 
     def checks(self, deadline):
-        return self.run_worker("checks", self.spec(), deadline)
+        expected = ([dict(kind="check", check="bf16_vs_fp32")]
+                    + [dict(kind="check", check="finite_forward", seq_len=n) for n in self.scale["nan_lengths"]]
+                    + [dict(kind="check", check="all_pad_row")])
+        return self.run_worker("checks", self.spec(), deadline, expected)
 
     def pytest(self, deadline):
         timeout = max(5, int(deadline - time.time()))
         per_test = [f"--timeout={self.scale['pytest_timeout']}"] if importlib.util.find_spec("pytest_timeout") else []
         cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-o", "addopts=", *per_test,
-               "--durations=8", *self.scale["pytest_files"]]
+               "--durations=8", *(["-k", self.scale["pytest_select"]] if self.scale["pytest_select"] else []),
+               *self.scale["pytest_files"]]
         env = dict(os.environ, RAN_TEST_DEVICE=self.args.device)
         start = time.time()
         try:

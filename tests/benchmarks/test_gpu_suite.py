@@ -177,8 +177,11 @@ def test_the_report_renders_from_the_rehearsal(rehearsal):
 
 def test_a_cut_call_marks_what_it_did_not_measure(tmp_path):
     # the speed worker is killed at its deadline (before its first result): every planned case is marked
-    data = gpu_suite.main(["--scale", "tiny", "--device", "cpu", "--out", str(tmp_path), "--parts", "speed",
-                           "--models", "ran", "--modes", "train", "--caps", "speed=1"])
+    data = gpu_suite.main(["--scale", "tiny", "--device", "cpu", "--out", str(tmp_path), "--parts", "checks",
+                           "speed", "--models", "ran", "--modes", "train", "--caps", "speed=1", "checks=1"])
+    checks = [r for r in data["records"] if r["kind"] == "check"]
+    assert [r["check"] for r in checks] == ["bf16_vs_fp32", "finite_forward", "finite_forward", "all_pad_row"]
+    assert all(r["skipped"].startswith("not measured: worker time cap") for r in checks)
     speed = [r for r in data["records"] if r["kind"] == "speed"]
     assert [r["seq_len"] for r in speed] == gpu_suite.SCALES["tiny"]["lengths"]
     assert all(r["skipped"].startswith("not measured: worker time cap") for r in speed)
@@ -191,3 +194,4 @@ def test_a_cut_call_marks_what_it_did_not_measure(tmp_path):
     assert "not measured" in table and "| speed | skipped" in table
     cut = gpu_report.markdown(json.loads((tmp_path / "results.json").read_text()))
     assert "| RAN | time cap | time cap | time cap | time cap |" in cut
+    assert "- finite_forward at 1,024 tokens: not measured: worker time cap" in cut
