@@ -42,7 +42,7 @@ class RANConfig(PreTrainedConfig):
             token back before its norm, `norm(act(o(P v)) + GLU(act(q(y))) + y)`, so the token keeps a path of gain 1
             through the review. Without it that path has a gain of about 0.01 at initialisation, and from random
             weights the full model can collapse every token of a document to one vector within ~10 optimiser steps
-            (`docs/stall/README.md`). It adds no weight; the default is the authors' computation, so converted
+            (`research/stall_diagnosis/README.md`). It adds no weight; the default is the authors' computation, so converted
             checkpoints are unchanged. Needs `use_memory_review=True`.
         cell_pooling (`str`, defaults to `"last"`): cell fed to the pooler: `"last"` (final cell), `"mean"` or
             `"max"` over the history of window cells of the last layer.

@@ -313,7 +313,7 @@ class RANMemoryReview(nn.Module):
 
 @dataclass
 class RANLayerState:
-    """Recurrent state of one causal RAN layer between calls (DESIGN section 5); all tensors are per row.
+    """Recurrent state of one causal RAN layer between calls; all tensors are per row.
 
     Attributes:
         cell: (B, D) incoming cell `s` of the open (unfinished) window.
@@ -842,7 +842,7 @@ class RANModelOutput(ModelOutput):
 
 
 class RANCache(Cache):
-    """Recurrent state of a causal RAN for `generate()` and chunked prefill (DESIGN section 5).
+    """Recurrent state of a causal RAN for `generate()` and chunked prefill.
 
     Per layer it holds the incoming cell and its key/value, the previous pre-residual cell, the keys/values of the
     current window's tokens (at most `window_size`) and the memory-review history (one key and value per finished

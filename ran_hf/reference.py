@@ -40,7 +40,7 @@ def rotate(x, theta):
 
 
 def split_windows(length, window, min_window):
-    """Authors' split (SPEC section 3) of one document of `length` tokens: list of (start, end)."""
+    """Authors' split of one document of `length` tokens: list of (start, end)."""
     if length <= window:
         return [(0, length)]
     n = -(-length // window)

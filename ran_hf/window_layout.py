@@ -247,7 +247,7 @@ class RANWindowLayout:
 
 
 def _windows_per_row(lengths: torch.Tensor, window_size: int, min_window_size: int) -> torch.Tensor:
-    """Number of windows of a row of `lengths` real tokens (authors' split, SPEC section 3): ceil(L / W), minus one
+    """Number of windows of a row of `lengths` real tokens (the authors' split): ceil(L / W), minus one
     when L > W and the remainder is shorter than `min_window_size` (it is merged into the window before)."""
     count = torch.div(lengths + window_size - 1, window_size, rounding_mode="floor")
     remainder = lengths - (count - 1).clamp(min=0) * window_size

@@ -126,7 +126,7 @@ class ModelArguments(RANModelArguments):
         default="from-scratch",
         metadata={"help": "From scratch only (ignored with --model_name_or_path): 'from-scratch' turns on "
                           "memory_review_residual and mean pooling in the cell transform (without the residual the "
-                          "full model stalls at chance from random weights: docs/stall/README.md), builds D 256 x 4 "
+                          "full model stalls at chance from random weights: research/stall_diagnosis/README.md), builds D 256 x 4 "
                           "layers (4 x 64 heads, window 256) and trains 3 epochs at lr 2e-4 with 10%% linear warm-up; "
                           "'from-scratch-average' is the same with the mean of the token outputs as the document "
                           "vector (pooler_type=average; far ahead on 20 Newsgroups' dev, level on Hyperpartisan's); "

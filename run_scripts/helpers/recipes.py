@@ -4,15 +4,15 @@
 `from-scratch` (the default of `run_classification.py` when no `--model_name_or_path` is given) turns on
 `memory_review_residual` and mean pooling in the cell transform. From random weights the authors' memory review
 passes each token through a path of gain ~0.01, and in the first ~10 optimiser steps every token of a document
-collapses to one vector, after which the model stays at chance (`docs/stall/README.md`); with the residual the full
+collapses to one vector, after which the model stays at chance (`research/stall_diagnosis/README.md`); with the residual the full
 model trains. Its size (D 256, 4 layers of 4 x 64 heads, window 256) and training (lr 2e-4 with 10% linear warm-up,
-3 epochs) were chosen on the dev split carved from Hyperpartisan's training data (`docs/recipe_selection/`: dev
+3 epochs) were chosen on the dev split carved from Hyperpartisan's training data (`research/recipe_selection/`: dev
 macro-F1 0.758 against 0.740 for the earlier D 128 / 2-layer recipe at lr 1e-3 and 6 epochs, seeds 42-44).
 
 `from-scratch-average` is `from-scratch` with the plain mean of the token outputs as the document vector
 (`pooler_type="average"`, the paper's Table 4 ablation) instead of the cell transform. On 20 Newsgroups' dev it led
 `from-scratch` by 0.07 and 0.18 macro-F1 (seeds 42-43; test accuracy 0.751 / 0.760 against 0.680 / 0.596); on
-Hyperpartisan's dev it is level with it (`docs/recipe_selection/README.md`, "Average pooling"), so `from-scratch`
+Hyperpartisan's dev it is level with it (`research/recipe_selection/README.md`, "Average pooling"), so `from-scratch`
 stays the default and this one is named for topic-like tasks of many classes.
 
 `authors` is the authors' architecture exactly (what a converted checkpoint uses), with the script's own defaults.

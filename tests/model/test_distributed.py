@@ -1,4 +1,4 @@
-"""Distributed data-parallel training (issue 17 item 10).
+"""Distributed data-parallel training.
 
 `Trainer` under `torchrun --nproc_per_node 2` (two CPU processes, gloo) must end at the parameters of a single-process
 run with the same global batch: DDP averages the two half-batch gradients, which is the full-batch gradient. Tiny

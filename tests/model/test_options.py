@@ -1,4 +1,4 @@
-"""Opt-in architecture options that are not the authors' (issue 13): `memory_review_residual`.
+"""Opt-in architecture options that are not the authors': `memory_review_residual`.
 
 Each option: fast path == window-by-window oracle, padding invariance, causal no-leak and incremental == full where
 it applies, the default leaves the authors' computation untouched, and bad values raise a `ValueError` naming it."""
@@ -41,7 +41,7 @@ def test_memory_review_residual_fast_path_equals_oracle(pooling):
 
 
 def test_memory_review_residual_changes_the_output_and_the_default_is_the_authors():
-    """Same weights: the option moves the outputs (so the test above is not vacuous), and off is today's model."""
+    """Same weights: the option moves the outputs (so the test above is not vacuous), and off is the authors' model."""
     doc = documents([29])[0][None]
     plain, residual = make_model(), make_model(memory_review_residual=True)
     residual.load_state_dict(plain.state_dict())  # the option adds no weight

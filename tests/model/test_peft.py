@@ -1,4 +1,4 @@
-"""LoRA fine-tuning with PEFT (issue 17 item 8): runs the README's example verbatim on a tiny model.
+"""LoRA fine-tuning with PEFT: runs the README's example verbatim on a tiny model.
 
 A classifier started from a masked-LM checkpoint has a new pooler (cell transform) and classifier. The example names
 both in `modules_to_save`; the test checks that they and the LoRA matrices train while every weight loaded from the

@@ -1,4 +1,4 @@
-"""Config isolation and input validation (issue 17 items 2 and 7, issue 15's `Literal` config fields).
+"""Config isolation, input validation and the `Literal` config fields.
 
 * A causal checkpoint (what `run_clm.py` writes) loads into every head and Auto class; only the causal LM keeps the
   causal encoder, every other class sees the whole document. No constructor changes the caller's config.
@@ -142,7 +142,7 @@ def test_the_bare_encoder_can_still_be_causal_on_request(causal_checkpoint):
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# issue 15: choice fields are Literal types; item 7: integer literals for float fields, config checked at forward
+# Choice fields are Literal types; integer literals for float fields; the config is checked at forward
 # ---------------------------------------------------------------------------------------------------------------------
 
 

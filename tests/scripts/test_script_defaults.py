@@ -1,6 +1,6 @@
 # Copyright 2026 The ran_hf authors. Licensed under the Apache License, Version 2.0.
 """Regression tests of script defects: the causal-LM tokenizer's template, the shared torch thread default, and a
-user's --save_strategy against the script's best-model default (issue 17 items 5, 6 and 9); prediction order under
+user's --save_strategy against the script's best-model default; prediction order under
 length-grouped training."""
 
 import logging
