@@ -2,8 +2,8 @@
 """RAN on one GPU in one bounded call: CUDA correctness, speed and memory against ModernBERT, Longformer, BigBird and
 BERT, a profile of RAN's training step, generation against GPT-2, and a 256k-token checkpointed training step.
 
-    python benchmarks/gpu_suite.py --out DIR                 # the device call (bf16, base size, ~270 s)
-    python benchmarks/gpu_suite.py --scale tiny --out DIR    # the same code path on CPU in seconds (rehearsal)
+    python -m benchmarks.gpu_suite --out DIR                 # the device call (bf16, base size, ~270 s)
+    python -m benchmarks.gpu_suite --scale tiny --out DIR    # the same code path on CPU in seconds (rehearsal)
     python benchmarks/gpu_report.py DIR docs/benchmark_gpu   # DIR/results.json -> table.md and plots
 
 Parts, in this order, each with a time cap (`--caps`) inside one overall budget (`--budget-s`); a part that does not
@@ -54,11 +54,10 @@ import threading
 import time
 
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if REPO_ROOT not in sys.path:
-    sys.path.insert(0, REPO_ROOT)
+from benchmarks import benchmark  # standard library only at import
 
-from benchmarks import benchmark  # noqa: E402  (standard library only at import)
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 TAG = "GPU_SUITE "
@@ -963,7 +962,7 @@ class Suite:
         it was to write (keys that identify them): those it did not write are recorded as cut by the time cap."""
         spec = dict(spec, deadline=deadline - 2)
         env = dict(os.environ, PYTHONUNBUFFERED="1")
-        cmd = [sys.executable, os.path.abspath(__file__), "--worker", part, "--spec", json.dumps(spec)]
+        cmd = [sys.executable, "-m", "benchmarks.gpu_suite", "--worker", part, "--spec", json.dumps(spec)]
         lines: queue.Queue = queue.Queue()
         with tempfile.TemporaryFile("w+") as err:
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=env, cwd=REPO_ROOT)

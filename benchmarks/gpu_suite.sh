@@ -12,4 +12,4 @@ fi
 for wheel in "${wheels[@]}"; do python3 -m zipfile -e "$wheel" /tmp/site || exit 2; done
 export PYTHONPATH="$PWD:/tmp/site${PYTHONPATH:+:$PYTHONPATH}" HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
 nvidia-smi > "$OUT/nvidia_smi.txt" 2>&1
-python3 benchmarks/gpu_suite.py --out "$OUT" "$@" 2>&1 | tee "$OUT/log.txt"
+python3 -m benchmarks.gpu_suite --out "$OUT" "$@" 2>&1 | tee "$OUT/log.txt"

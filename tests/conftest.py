@@ -44,6 +44,42 @@ def randomize(model, seed=0, bias_scale=0.1):
     return model
 
 
+
+def make_encoder(seed=0, **overrides):
+    """A tiny `RANModel` with random weights (see `randomize`), in eval mode on the test device."""
+    from ran_hf import RANModel
+
+    torch.manual_seed(seed)
+    return randomize(RANModel(tiny_config(**overrides)), seed=seed).to(DEVICE).eval()
+
+
+def random_documents(lengths, vocab=97, seed=0):
+    """One 1-D tensor of random token ids (never 0, the pad id) per length, on the test device."""
+    generator = torch.Generator().manual_seed(seed)
+    return [torch.randint(1, vocab, (n,), generator=generator).to(DEVICE) for n in lengths]
+
+
+def random_ids(batch, length, seed=0, vocab=97):
+    """(batch, length) random token ids without the pad id 0, on the test device."""
+    return torch.randint(1, vocab, (batch, length), generator=torch.Generator().manual_seed(seed)).to(DEVICE)
+
+
+def pad_batch(docs, length=None, left=False):
+    """Pad 1-D id tensors with 0 to `length` (default: the longest), on the right or the left: (ids, attention_mask)."""
+    length = length or max(len(d) for d in docs)
+    ids = torch.zeros(len(docs), length, dtype=torch.long, device=DEVICE)
+    for i, d in enumerate(docs):
+        if left:
+            ids[i, length - len(d):] = d
+        else:
+            ids[i, : len(d)] = d
+    return ids, (ids != 0).long()
+
+
+def max_abs_error(a, b) -> float:
+    return float((a - b).detach().abs().max())
+
+
 @pytest.fixture
 def device():
     """The model tests' device (`RAN_TEST_DEVICE`, default cpu)."""

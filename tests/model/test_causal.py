@@ -5,17 +5,13 @@ import pytest
 import torch
 
 from ran_hf import RANCache, RANForCausalLM
-from conftest import DEVICE, randomize, tiny_config
+from conftest import DEVICE, random_ids, randomize, tiny_config
 
 
 def make_lm(seed=0, dtype=torch.float64, **overrides):
     torch.manual_seed(seed)
     model = randomize(RANForCausalLM(tiny_config(window_size=8, **overrides)), seed=seed).eval()
     return model.to(device=DEVICE, dtype=dtype)
-
-
-def random_ids(batch, length, seed=0):
-    return torch.randint(1, 97, (batch, length), generator=torch.Generator().manual_seed(seed)).to(DEVICE)
 
 
 # ---------------------------------------------------------------------------------------------------------------------

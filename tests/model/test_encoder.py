@@ -5,33 +5,12 @@ import pytest
 import torch
 
 from ran_hf import RANConfig, RANModel
-from conftest import DEVICE, randomize, tiny_config
+from conftest import DEVICE, make_encoder, pad_batch, random_documents, tiny_config
 from ran_hf import reference as oracle
 from run_scripts.helpers.recipes import RECIPES
 
 
 TOLERANCE = 1e-5
-
-
-def make_model(seed=0, **overrides):
-    torch.manual_seed(seed)
-    return randomize(RANModel(tiny_config(**overrides)), seed=seed).to(DEVICE).eval()
-
-
-def documents(lengths, vocab=97, seed=0):
-    generator = torch.Generator().manual_seed(seed)
-    return [torch.randint(1, vocab, (n,), generator=generator).to(DEVICE) for n in lengths]
-
-
-def pad_batch(docs, length=None, left=False):
-    length = length or max(len(d) for d in docs)
-    ids = torch.zeros(len(docs), length, dtype=torch.long, device=DEVICE)
-    for i, d in enumerate(docs):
-        if left:
-            ids[i, length - len(d):] = d
-        else:
-            ids[i, : len(d)] = d
-    return ids, (ids != 0).long()
 
 
 def assert_close(a, b, what):
@@ -58,8 +37,8 @@ LENGTHS = [5, 8, 9, 10, 11, 24, 26, 29, 47]
 
 @pytest.mark.parametrize("name", list(CONFIGS))
 def test_fast_path_equals_window_by_window_oracle(name):
-    model = make_model(**CONFIGS[name])
-    docs = documents(LENGTHS)
+    model = make_encoder(**CONFIGS[name])
+    docs = random_documents(LENGTHS)
     for doc in docs:
         with torch.no_grad():
             out = model(doc[None])
@@ -71,8 +50,8 @@ def test_fast_path_equals_window_by_window_oracle(name):
 
 
 def test_fast_path_equals_oracle_on_a_padded_batch_and_with_eager_attention():
-    model = make_model(num_attention_heads=3, attention_head_size=6)
-    docs = documents(LENGTHS, seed=1)
+    model = make_encoder(num_attention_heads=3, attention_head_size=6)
+    docs = random_documents(LENGTHS, seed=1)
     ids, mask = pad_batch(docs)
     with torch.no_grad():
         fast = model(ids, attention_mask=mask)
@@ -94,12 +73,12 @@ def test_window_chunks_on_cpu_change_nothing(monkeypatch, chunk_tokens):
     those of a single chunk (and of the oracle), with padding and merged windows in the batch."""
     from ran_hf import window_layout
 
-    docs = documents([47, 29, 9, 26], seed=3)
+    docs = random_documents([47, 29, 9, 26], seed=3)
     ids, mask = pad_batch(docs)
     results = {}
     for chunk in (10**9, chunk_tokens):
         monkeypatch.setattr(window_layout, "CPU_TOKEN_CHUNK", chunk)
-        model = make_model(num_attention_heads=3, attention_head_size=6, hidden_dropout_prob=0.0,
+        model = make_encoder(num_attention_heads=3, attention_head_size=6, hidden_dropout_prob=0.0,
                            attention_probs_dropout_prob=0.0).train()
         out = model(ids, attention_mask=mask, output_attentions=True, output_hidden_states=True)
         (out.last_hidden_state.square().mean() + out.pooler_output.square().mean()).backward()
@@ -117,7 +96,7 @@ def test_window_chunks_on_cpu_change_nothing(monkeypatch, chunk_tokens):
 
 
 def test_inputs_embeds_and_initial_cell_match_oracle():
-    model = make_model()
+    model = make_encoder()
     embeds = torch.randn(1, 29, 32).to(DEVICE)
     cell = torch.randn(1, 32).to(DEVICE)
     with torch.no_grad():
@@ -129,8 +108,8 @@ def test_inputs_embeds_and_initial_cell_match_oracle():
 
 def test_initial_cell_is_decided_per_row():
     """A zero initial cell means 'none' for that row only (the authors decide for the whole batch)."""
-    model = make_model()
-    ids = documents([20, 20], seed=3)
+    model = make_encoder()
+    ids = random_documents([20, 20], seed=3)
     ids = torch.stack(ids)
     cell = torch.zeros(2, 32)
     cell[1] = torch.randn(32)
@@ -156,13 +135,14 @@ def test_outputs_do_not_depend_on_padding_or_batch_mates(length, options):
     """One document alone, right-padded across window and merge boundaries, left-padded, and batched with longer
     documents: identical real-token outputs, last_cell, cells and pooler_output (the authors' cell transform, and
     the mean of the token outputs that the `from-scratch-average` recipe uses as the document vector)."""
-    model = make_model(num_hidden_layers=2, **options)
-    (doc,), others = documents([length], seed=5), documents([40, 63], seed=6)
+    model = make_encoder(num_hidden_layers=2, **options)
+    (doc,), others = random_documents([length], seed=5), random_documents([40, 63], seed=6)
     with torch.no_grad():
         alone = model(doc[None])
     n_windows = alone.cells.shape[1]
     variants = [pad_batch([doc], length + extra) for extra in (1, 2, 3, 8, 11, 33)]
-    variants += [pad_batch([doc], length + 9, left=True), pad_batch([doc] + others), pad_batch(others + [doc], left=True)]
+    variants += [pad_batch([doc], length + 9, left=True), pad_batch([doc] + others),
+                 pad_batch(others + [doc], left=True)]
     for ids, mask in variants:
         row = next(i for i in range(len(ids)) if int(mask[i].sum()) == length)
         with torch.no_grad():
@@ -177,15 +157,15 @@ def test_outputs_do_not_depend_on_padding_or_batch_mates(length, options):
 
 
 def test_default_mask_comes_from_pad_token_id():
-    model = make_model()
-    ids, mask = pad_batch(documents([12, 30], seed=2))
+    model = make_encoder()
+    ids, mask = pad_batch(random_documents([12, 30], seed=2))
     with torch.no_grad():
         assert_close(model(ids).last_hidden_state, model(ids, attention_mask=mask).last_hidden_state, "default mask")
 
 
 def test_all_pad_row_is_finite_and_does_not_disturb_the_batch():
-    model = make_model()
-    doc = documents([21], seed=4)[0]
+    model = make_encoder()
+    doc = random_documents([21], seed=4)[0]
     ids = torch.zeros(2, 21, dtype=torch.long, device=DEVICE)
     ids[1] = doc
     with torch.no_grad():
@@ -204,10 +184,10 @@ def test_all_pad_row_is_finite_and_does_not_disturb_the_batch():
 
 
 def test_gradient_checkpointing_gives_the_same_gradients():
-    ids, mask = pad_batch(documents([29, 17], seed=7))
+    ids, mask = pad_batch(random_documents([29, 17], seed=7))
     grads = []
     for checkpointing in (False, True):
-        model = make_model()
+        model = make_encoder()
         model.train()
         if checkpointing:
             model.activation_checkpointing_enable()
@@ -223,7 +203,7 @@ def test_gradient_checkpointing_gives_the_same_gradients():
 def test_dropout_is_active_in_training_only():
     torch.manual_seed(0)
     model = RANModel(tiny_config(hidden_dropout_prob=0.2, attention_probs_dropout_prob=0.2)).to(DEVICE)
-    ids = documents([30], seed=8)[0][None]
+    ids = random_documents([30], seed=8)[0][None]
     model.train()
     with torch.no_grad():
         a, b = model(ids).last_hidden_state, model(ids).last_hidden_state
@@ -262,7 +242,7 @@ def test_dropout_is_active_in_training_only():
 )
 def test_bad_input_gets_a_clear_error(kwargs, error, match):
     with pytest.raises(error, match=match):
-        make_model()(**kwargs)
+        make_encoder()(**kwargs)
 
 
 @pytest.mark.parametrize(
@@ -289,12 +269,12 @@ def test_invalid_config_values_raise_at_construction(overrides, match):
 def test_config_round_trip_and_auto_classes(tmp_path):
     from transformers import AutoConfig, AutoModel
 
-    model = make_model(use_memory_review=False, cell_pooling="mean")
+    model = make_encoder(use_memory_review=False, cell_pooling="mean")
     model.save_pretrained(tmp_path)
     config = AutoConfig.from_pretrained(tmp_path)
     assert isinstance(config, RANConfig) and config.cell_pooling == "mean" and not config.use_memory_review
     loaded = AutoModel.from_pretrained(tmp_path).to(DEVICE).eval()
     assert isinstance(loaded, RANModel)
-    ids = documents([19])[0][None]
+    ids = random_documents([19])[0][None]
     with torch.no_grad():
         assert_close(loaded(ids).last_hidden_state, model(ids).last_hidden_state, "reloaded model")

@@ -1,4 +1,4 @@
-"""torch.export, ONNX and torch.compile of the bidirectional encoder (issue 17 item 4).
+"""torch.export, ONNX and torch.compile of the bidirectional encoder.
 
 Under compile/export the window grid is sized from the sequence length alone (`RANWindowLayout.from_mask(...,
 static=True)`) and the cell chain is one `while_loop`, so one exported program or compiled graph serves every
@@ -7,6 +7,8 @@ window, a remainder merged into the window before (`min_window_size`), a remaind
 """
 
 import copy
+import os
+import re
 from unittest import mock
 
 import pytest
@@ -16,6 +18,7 @@ from ran_hf import RANForCausalLM, RANForMaskedLM, RANForSequenceClassification,
 from conftest import randomize, tiny_config
 
 
+README = os.path.join(os.path.dirname(__file__), "..", "..", "README.md")
 # tiny_config: window_size 8, min_window_size 3
 LENGTHS = {"shorter than W": 5, "2 W": 16, "merged remainder": 18, "kept remainder": 21, "5 W": 40}
 
@@ -156,20 +159,25 @@ def test_compiled_training_step_gives_the_eager_gradients(one_thread):
     torch._dynamo.reset()
 
 
-def test_exported_outputs_have_the_eager_shapes_and_meaningful_onnx_names(model, tmp_path, one_thread):
-    """`cells` has eager's windows, not the static grid's spare ones, and the ONNX outputs carry the output's field
-    names (the snippet users copy: names taken from the model output's keys)."""
+def readme_export_example() -> str:
+    with open(README, encoding="utf-8") as f:
+        match = re.search(r"<!-- export-example -->\n```python\n(.*?)```", f.read(), re.S)
+    assert match, "README.md lost its `<!-- export-example -->` code block"
+    return match.group(1)
+
+
+def test_readme_export_gives_the_eager_shapes_and_meaningful_onnx_names(model, tmp_path, monkeypatch, one_thread):
+    """The README's export example, run verbatim on a tiny checkpoint: `cells` has eager's windows, not the static
+    grid's spare ones, and the ONNX outputs carry the output's field names."""
     onnxruntime = pytest.importorskip("onnxruntime")
-    ids, mask = inputs(18)  # a merged remainder: 2 windows eagerly, a static grid of 4
-    with torch.no_grad():
-        names = list(model(ids, attention_mask=mask).keys())
+    pytest.importorskip("onnxscript")
+    model.save_pretrained(tmp_path / "outputs" / "mlm")
+    monkeypatch.chdir(tmp_path)
+    namespace = {"torch": torch}
+    exec(compile(readme_export_example(), "README.md:export-example", "exec"), namespace)
+    program, names = namespace["program"], namespace["names"]
     assert names == ["last_hidden_state", "pooler_output", "last_cell", "cells"]
-    program = torch.export.export(model, (ids,), kwargs={"attention_mask": mask}, dynamic_shapes=dynamic_length())
-    path = tmp_path / "ran.onnx"
-    torch.onnx.export(model, (ids,), str(path), kwargs={"attention_mask": mask}, dynamo=True,
-                      dynamic_shapes=dynamic_length(), input_names=["input_ids", "attention_mask"],
-                      output_names=names)
-    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    session = onnxruntime.InferenceSession(str(tmp_path / "ran.onnx"), providers=["CPUExecutionProvider"])
     assert [output.name for output in session.get_outputs()] == names
     for ids, mask in cases():
         with torch.no_grad():

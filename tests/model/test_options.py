@@ -6,55 +6,42 @@ it applies, the default leaves the authors' computation untouched, and bad value
 import pytest
 import torch
 
-from ran_hf import RANConfig, RANForCausalLM, RANModel
+from ran_hf import RANConfig, RANForCausalLM
 from ran_hf import reference as oracle
-from conftest import DEVICE, randomize, tiny_config
+from conftest import DEVICE, make_encoder, max_abs_error, random_documents, randomize, tiny_config
 
 
 TOLERANCE = 1e-5
 LENGTHS = [5, 8, 11, 26, 29]  # below W, = W, merged remainder (min_window_size 3), several windows
 
 
-def make_model(seed=0, **overrides):
-    torch.manual_seed(seed)
-    return randomize(RANModel(tiny_config(**overrides)), seed=seed).to(DEVICE).eval()
-
-
-def documents(lengths, seed=0):
-    generator = torch.Generator().manual_seed(seed)
-    return [torch.randint(1, 97, (n,), generator=generator).to(DEVICE) for n in lengths]
-
-
-def max_error(a, b) -> float:
-    return float((a - b).abs().max())
-
-
 @pytest.mark.parametrize("pooling", ["max", "mean"])
 def test_memory_review_residual_fast_path_equals_oracle(pooling):
-    model = make_model(memory_review_residual=True, pooler_pooling=pooling, num_hidden_layers=3)
-    for doc in documents(LENGTHS):
+    model = make_encoder(memory_review_residual=True, pooler_pooling=pooling, num_hidden_layers=3)
+    for doc in random_documents(LENGTHS):
         with torch.no_grad():
             out = model(doc[None])
         ref = oracle.encode(model, doc)
-        assert max_error(out.last_hidden_state[0], ref["last_hidden_state"]) <= TOLERANCE
-        assert max_error(out.pooler_output[0], ref["pooler_output"]) <= TOLERANCE
+        assert max_abs_error(out.last_hidden_state[0], ref["last_hidden_state"]) <= TOLERANCE
+        assert max_abs_error(out.pooler_output[0], ref["pooler_output"]) <= TOLERANCE
 
 
 def test_memory_review_residual_changes_the_output_and_the_default_is_the_authors():
     """Same weights: the option moves the outputs (so the test above is not vacuous), and off is the authors' model."""
-    doc = documents([29])[0][None]
-    plain, residual = make_model(), make_model(memory_review_residual=True)
+    doc = random_documents([29])[0][None]
+    plain, residual = make_encoder(), make_encoder(memory_review_residual=True)
     residual.load_state_dict(plain.state_dict())  # the option adds no weight
     with torch.no_grad():
-        assert max_error(plain(doc).last_hidden_state, residual(doc).last_hidden_state) > 1e-2
-        assert max_error(plain(doc).last_hidden_state, oracle.encode(plain, doc[0])["last_hidden_state"]) <= TOLERANCE
+        assert max_abs_error(plain(doc).last_hidden_state, residual(doc).last_hidden_state) > 1e-2
+        reference = oracle.encode(plain, doc[0])["last_hidden_state"]
+        assert max_abs_error(plain(doc).last_hidden_state, reference) <= TOLERANCE
     assert RANConfig().memory_review_residual is False
 
 
 @pytest.mark.parametrize("left", [False, True])
 def test_memory_review_residual_padding_invariance(left):
-    model = make_model(memory_review_residual=True)
-    docs = documents(LENGTHS, seed=1)
+    model = make_encoder(memory_review_residual=True)
+    docs = random_documents(LENGTHS, seed=1)
     width = max(map(len, docs)) + 3
     ids = torch.zeros(len(docs), width, dtype=torch.long, device=DEVICE)
     for i, d in enumerate(docs):
@@ -67,8 +54,8 @@ def test_memory_review_residual_padding_invariance(left):
         for i, d in enumerate(docs):
             alone = model(d[None])
             rows = slice(width - len(d), width) if left else slice(0, len(d))
-            assert max_error(batched.last_hidden_state[i, rows], alone.last_hidden_state[0]) <= TOLERANCE
-            assert max_error(batched.pooler_output[i], alone.pooler_output[0]) <= TOLERANCE
+            assert max_abs_error(batched.last_hidden_state[i, rows], alone.last_hidden_state[0]) <= TOLERANCE
+            assert max_abs_error(batched.pooler_output[i], alone.pooler_output[0]) <= TOLERANCE
 
 
 def test_memory_review_residual_causal_no_leak_and_incremental_equals_full():
@@ -86,7 +73,7 @@ def test_memory_review_residual_causal_no_leak_and_incremental_equals_full():
         for t in range(1, ids.shape[1]):
             out = model(ids[:, t: t + 1], cache=out.cache, use_cache=True)
             steps.append(out.logits)
-    assert max_error(torch.cat(steps, 1), full) < 1e-10
+    assert max_abs_error(torch.cat(steps, 1), full) < 1e-10
 
 
 @pytest.mark.parametrize(

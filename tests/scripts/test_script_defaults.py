@@ -39,8 +39,8 @@ def corpus(tmp_path_factory):
 
 
 def test_clm_tokenizer_encodes_a_prompt_the_way_training_did(corpus, tmp_path):
-    """Item 5: the saved tokenizer used to wrap a prompt in `[CLS] ... [SEP]` with `[SEP]` the eos token, so the
-    text-generation pipeline asked the model to continue after an end of document."""
+    """The saved tokenizer encodes a prompt as training saw text, not wrapped in `[CLS] ... [SEP]` with `[SEP]` the
+    eos token (which would ask the text-generation pipeline to continue after an end of document)."""
     out = tmp_path / "clm"
     run_clm.main(["--train_file", corpus, "--output_dir", str(out), "--block_size", "64", "--max_steps", "2",
                   "--validation_split_percentage", "0", *TINY])
@@ -68,7 +68,7 @@ def test_clm_tokenizer_encodes_a_prompt_the_way_training_did(corpus, tmp_path):
 
 
 def test_every_script_defaults_to_the_same_thread_count(corpus, tmp_path):
-    """Item 6: run_mlm.py and run_clm.py used torch's default thread count while the other scripts used 1."""
+    """Every script, run_mlm.py and run_clm.py included, defaults to one torch thread."""
     assert model_args.RANModelArguments().torch_threads == model_args.DEFAULT_TORCH_THREADS == 1
     for script in (run_classification, run_ner):
         assert script.ModelArguments().torch_threads == model_args.DEFAULT_TORCH_THREADS
@@ -82,7 +82,7 @@ def test_every_script_defaults_to_the_same_thread_count(corpus, tmp_path):
 
 
 def test_save_strategy_no_wins_over_the_best_model_default(tmp_path, caplog):
-    """Item 9: `--save_strategy no` was rejected by the script's own --load_best_model_at_end default."""
+    """`--save_strategy no` is accepted: it turns off the script's own --load_best_model_at_end default."""
     out = tmp_path / "cls"
     with caplog.at_level(logging.WARNING, logger="run_scripts"):
         results = run_classification.main(["--save_strategy", "no", "--max_train_samples", "24",
