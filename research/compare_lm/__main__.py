@@ -52,7 +52,8 @@ from pathlib import Path
 
 import torch
 
-from run_scripts.helpers.reports import append_result, command_line, read_result_log
+from research.result_log import append_result, read_result_log
+from run_scripts.helpers.reports import command_line
 
 from . import train as train_module
 from .data import DATA_SOURCES, GUTENBERG_HELD_OUT_BOOKS, load_data, split_paths

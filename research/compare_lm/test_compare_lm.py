@@ -11,7 +11,7 @@ from transformers import PreTrainedTokenizerFast
 
 from research.compare_lm import __main__ as cli
 from research.compare_lm import data, models, train
-from run_scripts.helpers.reports import read_result_log
+from research.result_log import read_result_log
 
 
 WINDOW = 8

@@ -66,7 +66,8 @@ from pathlib import Path
 
 import torch
 
-from run_scripts.helpers.reports import append_result, format_length_table
+from research.result_log import append_result
+from run_scripts.helpers.reports import format_length_table
 
 from . import data as data_module
 from . import report as report_module

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from run_scripts.helpers.reports import append_result, read_result_log
+from research.result_log import append_result, read_result_log
 
 from .data import DATASETS, repository_relative
 from .models import MODELS, SENTENCE_MODELS, key_of, model_label

@@ -1,6 +1,5 @@
 # Copyright 2026 The ran_hf authors. Licensed under the Apache License, Version 2.0.
-"""Reports: length statistics, markdown tables, model cards, metrics, and the append-only results logs of the
-research comparisons."""
+"""Reports: length statistics, markdown tables, model cards and metrics."""
 
 from __future__ import annotations
 
@@ -10,7 +9,6 @@ import os
 import shlex
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -130,17 +128,6 @@ def classification_scores(y_true: np.ndarray, y_pred: np.ndarray) -> dict:
         "micro_f1": float(f1_score(y_true, y_pred, average="micro", zero_division=0)),
         "macro_f1": float(f1_score(y_true, y_pred, average="macro", zero_division=0)),
     }
-
-
-def read_result_log(path: Path) -> list[dict]:
-    """The records of a results log (one JSON object per line, appended as runs finish); [] before the first run."""
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
-
-
-def append_result(path: Path, record: dict) -> None:
-    """Append one record to a results log as a single line, so processes sharing the log never interleave."""
-    with open(path, "a") as f:
-        f.write(json.dumps(record) + "\n")
 
 
 def perplexity(loss: float) -> float:
