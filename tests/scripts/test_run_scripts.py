@@ -696,3 +696,41 @@ def test_dataset_name_errors(tmp_path):
         run_classification.main(["--dataset_name", "someone/not_here", *args])  # offline (conftest)
     with pytest.raises(ValueError, match="--dataset_name replaces --train_file"):
         run_classification.main(["--dataset_name", other, "--train_file", "x.jsonl", *args])
+
+
+def test_ner_predicts_words_without_tags_and_names_its_tags(data_dir, tmp_path, capsys):
+    from transformers import pipeline
+
+    out = tmp_path / "ner"
+    results = run_ner.main(["--train_file", str(data_dir / "ner_train.txt"), "--output_dir", str(out),
+                            "--num_train_epochs", "1", "--per_device_train_batch_size", "4", *TINY])
+    tags = set(results["labels"])
+    assert set(json.loads((out / "config.json").read_text())["id2label"].values()) == tags
+    tagger = pipeline("token-classification", model=str(out), device="cpu")
+    tokens = tagger("John Smith visited Paris . " * 40, ignore_labels=[])  # every word piece with its tag name
+    assert len(tokens) >= 200 and {t["entity"] for t in tokens} <= tags
+    assert isinstance(tagger("John Smith flew to Paris.", aggregation_strategy="simple"), list)  # the card's call
+    card = (out / "README.md").read_text()
+    assert f'pipeline("token-classification", model="{out}")' in card
+    assert f"--model_name_or_path {out} --do_predict --test_file new.txt" in card
+
+    # the test file without its tag column: the words of each document, in their sentences
+    words_only = tmp_path / "new.txt"
+    lines = (data_dir / "ner_test.txt").read_text().splitlines()
+    words_only.write_text("\n".join(line.split()[0] if line.strip() else "" for line in lines) + "\n")
+    capsys.readouterr()
+    results = run_ner.main(["--model_name_or_path", str(out), "--do_predict", "--test_file", str(words_only),
+                            "--output_dir", str(tmp_path / "predicted"), *TINY])
+    assert "test" not in results and results["predict"] == {"predict_documents": 3, "labelled": False}
+    assert "no test metrics are computed" in capsys.readouterr().out
+    predicted = (tmp_path / "predicted" / "test_predictions.txt").read_text().splitlines()
+    rows = [line.split() for line in predicted if line and not line.startswith("-DOCSTART-")]
+    expected_words = [line.split()[0] for line in lines if line.strip() and not line.startswith("-DOCSTART-")]
+    assert [row[0] for row in rows] == expected_words  # every word, in order, sentences kept
+    assert all(len(row) == 2 and row[1] in tags for row in rows)
+    assert predicted.count("") == lines.count("")  # a blank line after each -DOCSTART- and each sentence, as read
+
+    mixed = tmp_path / "mixed.txt"
+    mixed.write_text("-DOCSTART- -X- -X- O\n\nRome NNP B-NP B-LOC\nis\n")
+    with pytest.raises(ValueError, match=r"mixed\.txt': line 3 has a tag column but line 4 has only the word"):
+        run_ner.read_conll(mixed, "test_file", allow_untagged=True)
