@@ -444,3 +444,24 @@ def test_converted_checkpoint_loads_without_the_package(tmp_path):
             expected = in_process[key](**batch)
         for name in names:
             torch.testing.assert_close(outputs[key][name], getattr(expected, name), rtol=0, atol=0)
+
+
+def test_converter_keeps_the_pooler_of_a_masked_lm_checkpoint(tmp_path):
+    """A released checkpoint with both the masked-LM head and the cell pooler: the masked LM loads every weight it
+    has, and `AutoModel` of the same directory gets the authors' pooler rather than a fresh one."""
+    released = {}
+    for name in ("fixture_encoder.npz", "fixture_mlm.npz"):  # the same config: the pooler of one, the head of the other
+        fixture = np.load(os.path.join(FIXTURES, name))
+        released.update({r: fixture[key] for key, _, r in json.loads(str(fixture["weight_names_json"]))})
+        meta = json.loads(str(fixture["config_json"]))
+    np.savez(tmp_path / "released.npz", **released)
+    (tmp_path / "config.json").write_text(json.dumps(meta["config"]))
+    out = tmp_path / "model"
+    convert_main(["--checkpoint", str(tmp_path / "released.npz"), "--config", str(tmp_path / "config.json"),
+                  "--output", str(out)])
+    mlm, info = RANForMaskedLM.from_pretrained(out, output_loading_info=True)
+    assert not info["missing_keys"]
+    encoder, info = RANModel.from_pretrained(out, output_loading_info=True)
+    assert not info["missing_keys"]
+    kernel = released["rannet/output-pooling-dense/kernel"]
+    torch.testing.assert_close(encoder.pooler.pooling_dense.weight, torch.from_numpy(kernel.T.copy()))
