@@ -10,7 +10,16 @@ Data: `.jsonl`/`.json`/`.csv`/`.tsv` files (optionally `.gz`) with a text field 
   * multi-label: the label is a list (`{"text": "...", "label": ["a", "c"]}`; JSON only) and training uses
     `problem_type=multi_label_classification` (sigmoid, threshold `--multi_label_threshold`).
 The label set is the training split's; a validation/test label unseen in training is an error naming the labels.
-Empty documents are an error naming the lines; `--skip_empty_documents` skips them with a warning instead.
+`--class_names '0=negative,1=positive'` names int labels; the saved config's `id2label` holds the names, which
+`pipeline("text-classification")` and the predictions report. Empty documents are an error naming the lines;
+`--skip_empty_documents` skips them with a warning instead. `--dataset_name` reads a `save_to_disk` folder, a folder
+of data files, or a Hub dataset (splits train / validation / test) instead of the files.
+
+Predicting: a test file (or test split) with no label field is predicted only: `test_predictions.jsonl` gets, per
+document, its `line`, `tokens`, `prediction` (label name) and every label's `probabilities`, and no metrics:
+
+    python run_scripts/run_classification.py --model_name_or_path outputs/hyperpartisan --do_predict \
+        --test_file new.jsonl --output_dir outputs/predictions
 
 Model: from scratch (config flags `--hidden_size --num_hidden_layers --num_attention_heads --attention_head_size
 --window_size`; a WordPiece tokenizer is trained on the training split unless `--tokenizer_name` is given) or from a
@@ -28,11 +37,12 @@ Default job: with NO data file, this trains a small RAN from scratch on the Hype
 data shipped in `run_scripts/data/hyperpartisan/` (official train split, a stratified 10% of it held out as a dev
 split for model selection; evaluated once on the official publisher-disjoint test split, next to the majority-class
 baseline) and writes `outputs/hyperpartisan`. The `from-scratch` recipe (`--recipe`, `run_scripts/helpers/recipes.py`):
-hidden 256, 4 layers, 4 heads x 64, window 256, lr 2e-4, 3 epochs. The default job adds two settings (see
-`DEFAULT_JOB_ARGS`): the 8k WordPiece vocabulary shipped in `run_scripts/data/hyperpartisan/tokenizer` (trained on
-the train split; shipped so that a seed gives the same result every run) and `--max_length 1024` (75% of the
-training articles and 72% of the test articles whole, 95% at 2,048, which the recipe was not chosen with). Batch 8
-grouped by length, one torch thread. About 7-10 minutes on 2 CPU cores:
+hidden 256, 4 layers, 4 heads x 64, window 256, lr 2e-4, 3 epochs. The default job adds three settings (see
+`DEFAULT_JOB_ARGS`): the label names (0 = not-hyperpartisan, 1 = hyperpartisan), the 8k WordPiece vocabulary
+shipped in `run_scripts/data/hyperpartisan/tokenizer` (trained on the train split; shipped so that a seed gives the
+same result every run) and `--max_length 1024` (75% of the training articles and 72% of the test articles whole, 95%
+at 2,048, which the recipe was not chosen with). Batch 8 grouped by length, one torch thread. About 7-10 minutes on
+2 CPU cores:
 
     python run_scripts/run_classification.py
 
@@ -609,13 +619,14 @@ def write_card(training_args, data_args, model_args, model, results, table, leng
     if default_job:
         data.append("Hyperpartisan News Detection, by-article (SemEval-2019 Task 4; Kiesel et al., 2019; CC BY 4.0, "
                     "Zenodo records 1489920 / 5776081), as shipped in `run_scripts/data/hyperpartisan/`: label 1 = "
-                    "hyperpartisan, 0 = not-hyperpartisan. Official train split for training (a stratified 10% of it held out for model "
-                    "selection), official publisher-disjoint test split for the test results.")
+                    "hyperpartisan, 0 = not-hyperpartisan. Official train split for training (a stratified 10% of it "
+                    "held out for model selection), official publisher-disjoint test split for the test results.")
     validation = (f"`{data_args.validation_file}`" if data_args.validation_file else
                   f"{data_args.validation_split_percentage:g}% of the training split" if "eval" in results else "none")
     data.append(f"{'Dataset `' + data_args.dataset_name + '`, splits' if data_args.dataset_name else 'Files'}: "
                 f"train `{splits_source(data_args, 'train')}`, validation {validation}, test "
-                f"`{splits_source(data_args, 'test')}`. Fields `{data_args.text_column_name}` / `{data_args.label_column_name}`; "
+                f"`{splits_source(data_args, 'test')}`. Fields `{data_args.text_column_name}` / "
+                f"`{data_args.label_column_name}`; "
                 f"{'multi-label' if multi else 'single-label'}; labels (id order): {label_list}.")
     data.append(f"Document lengths in tokens (tokenizer: {tokenizer_source}; before truncation):\n\n{length_report}\n\n"
                 f"Truncation at {max_length or 'no limit'} tokens; documents truncated: {truncated}.")

@@ -431,7 +431,8 @@ def test_converted_checkpoint_loads_without_the_package(tmp_path):
     report = json.loads((tmp_path / "report.json").read_text())
     outputs = torch.load(tmp_path / "outputs.pt")
     assert report.pop("ran_hf_imported") is False
-    in_process = {"mlm": RANForMaskedLM.from_pretrained(mlm).eval(), "encoder": RANModel.from_pretrained(encoder).eval()}
+    in_process = {"mlm": RANForMaskedLM.from_pretrained(mlm).eval(),
+                  "encoder": RANModel.from_pretrained(encoder).eval()}
     for key, _, path, names in jobs:
         assert report[key]["module"].startswith("transformers_modules."), report[key]
         assert report[key]["class"] == type(in_process[key]).__name__
@@ -459,7 +460,7 @@ def test_converter_keeps_the_pooler_of_a_masked_lm_checkpoint(tmp_path):
     out = tmp_path / "model"
     convert_main(["--checkpoint", str(tmp_path / "released.npz"), "--config", str(tmp_path / "config.json"),
                   "--output", str(out)])
-    mlm, info = RANForMaskedLM.from_pretrained(out, output_loading_info=True)
+    _, info = RANForMaskedLM.from_pretrained(out, output_loading_info=True)
     assert not info["missing_keys"]
     encoder, info = RANModel.from_pretrained(out, output_loading_info=True)
     assert not info["missing_keys"]
