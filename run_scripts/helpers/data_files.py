@@ -199,8 +199,8 @@ def read_records(path: Path, fields: Sequence[str], arg_name: str = "train_file"
 def dataset_records(dataset: datasets.Dataset, fields: Sequence[str], source: str,
                     text_field: str | Sequence[str] | None = None, skip_empty: bool = False,
                     optional_fields: Sequence[str] = (), lines: Sequence[int] | None = None) -> list[dict]:
-    """The records of a `datasets.Dataset` as dicts holding `fields` (a `ClassLabel` value as its name), `_line`
-    (`lines`, or the 1-based row number) and, with `text_field`, `_text`. `source` names the data in errors
+    """The records of a `datasets.Dataset` as dicts holding `fields` (a `ClassLabel` value as its name; its -1, "no
+    label", as a missing value), `_line` (`lines`, or the 1-based row number) and, with `text_field`, `_text`. `source` names the data in errors
     (`--train_file 'x.jsonl'`).
 
     Errors (ValueError) name the source, the line and the fix: a missing field (absent or null), a text that is not
@@ -223,6 +223,9 @@ def dataset_records(dataset: datasets.Dataset, fields: Sequence[str], source: st
                    if isinstance(feature, datasets.ClassLabel)}
     records = []
     for number, item in zip(lines, dataset.select_columns([*fields, *optional]).to_list()):
+        for name in class_names:  # -1: a ClassLabel's "no label" (e.g. the test splits of GLUE)
+            if name in item and item[name] == -1:
+                item[name] = None
         missing = [name for name in fields if item[name] is None]
         if missing:
             raise ValueError(f"{source}, line {number}: no field {missing[0]!r} (or null). Add the field to every "

@@ -655,13 +655,18 @@ def test_classification_from_a_saved_dataset_folder(tmp_path):
     assert json.loads((out / "config.json").read_text())["id2label"] == {str(i): t for i, t in enumerate(TOPICS)}
     assert f"Dataset `{folder}`" in (out / "README.md").read_text()
 
-    # a test split without labels is predicted
-    unlabelled = save_dataset_dict(tmp_path / "new", {"test": unlabelled_rows(4, 12)})
-    results = run_classification.main(["--model_name_or_path", str(out), "--dataset_name", unlabelled,
-                                       "--output_dir", str(tmp_path / "predicted"), *TINY])
-    assert results["predict"]["predict_samples"] == 4
-    lines = (tmp_path / "predicted" / "test_predictions.jsonl").read_text().splitlines()
-    assert [json.loads(line)["prediction"] in TOPICS for line in lines] == [True] * 4
+    # a test split without labels is predicted: no label column, or a ClassLabel of -1 ("no label", as on the Hub)
+    no_column = save_dataset_dict(tmp_path / "new", {"test": unlabelled_rows(4, 12)})
+    features = datasets.Features({"text": datasets.Value("string"), "label": datasets.ClassLabel(names=list(TOPICS))})
+    minus_one = str(tmp_path / "minus_one")
+    datasets.DatasetDict({"test": datasets.Dataset.from_list([{**row, "label": -1} for row in unlabelled_rows(4, 12)],
+                                                             features=features)}).save_to_disk(minus_one)
+    for folder in (no_column, minus_one):
+        results = run_classification.main(["--model_name_or_path", str(out), "--dataset_name", folder,
+                                           "--output_dir", str(tmp_path / "predicted"), *TINY])
+        assert results["predict"]["predict_samples"] == 4 and "test" not in results
+        lines = (tmp_path / "predicted" / "test_predictions.jsonl").read_text().splitlines()
+        assert [json.loads(line)["prediction"] in TOPICS for line in lines] == [True] * 4
 
 
 def test_dataset_name_errors(tmp_path):
