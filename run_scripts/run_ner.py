@@ -473,7 +473,7 @@ def write_predictions(path: str, examples: list[dict], predictions: list[list[st
     with open(path, "w", encoding="utf-8") as f:
         for ex, pred in zip(examples, predictions):
             if documents:
-                f.write("-DOCSTART- O O\n\n")
+                f.write("-DOCSTART- O O\n\n" if ex["tags"] is not None else "-DOCSTART- O\n\n")
             pred = list(pred) + ["O"] * (len(ex["words"]) - len(pred))  # words cut by --max_length: "O"
             i = 0
             for n in ex["sentence_lengths"]:

@@ -729,6 +729,7 @@ def test_ner_predicts_words_without_tags_and_names_its_tags(data_dir, tmp_path, 
     assert "test" not in results and results["predict"] == {"predict_documents": 3, "labelled": False}
     assert "no test metrics are computed" in capsys.readouterr().out
     predicted = (tmp_path / "predicted" / "test_predictions.txt").read_text().splitlines()
+    assert predicted.count("-DOCSTART- O") == 3  # the columns of the words below it
     rows = [line.split() for line in predicted if line and not line.startswith("-DOCSTART-")]
     expected_words = [line.split()[0] for line in lines if line.strip() and not line.startswith("-DOCSTART-")]
     assert [row[0] for row in rows] == expected_words  # every word, in order, sentences kept
