@@ -8,8 +8,9 @@ PATH is the prefix of the released TensorFlow checkpoint (reading it needs `tens
 `rannet/ran-0/encode-attn/dense-q/kernel`, ...). An `.npz` laid out like the golden fixtures of this project
 (`w/<keras name>` keys plus `weight_names_json`) is accepted too. CONFIG is the authors' `config.json`.
 
-DIR receives `config.json` and `model.safetensors` (the masked-LM head is kept when the checkpoint has it), and,
-with `--vocab`, the tokenizer. `RANModel.from_pretrained(DIR)` loads it.
+DIR is written with `save_pretrained` (`config.json`, `model.safetensors`, the modeling code and an `auto_map` of
+every RAN head; the masked-LM head is kept when the checkpoint has it) and, with `--vocab`, the tokenizer.
+`AutoModel.from_pretrained(DIR)` loads it after `import ran_hf`, and with `trust_remote_code=True` without ran_hf.
 
 Layout changes (the converted model computes the same function):
 * Keras kernels are `(in, out)`; `nn.Linear.weight` is `(out, in)`.
@@ -181,9 +182,14 @@ def read_checkpoint(path: str) -> dict:
 
 def convert(checkpoint: str, config_path: str, output_dir: str, vocab: str | None = None,
             cell_pooling: str | None = None) -> str:
-    """Write a ran_hf directory converted from the authors' checkpoint; returns `output_dir`."""
+    """Write a ran_hf directory converted from the authors' checkpoint; returns `output_dir`.
+
+    The converted weights are loaded into a ran_hf model (`RANForMaskedLM` when the checkpoint has the masked-LM
+    head, else `RANModel`) that is written with `save_pretrained`: the directory holds the modeling code and an
+    `auto_map` naming every RAN head, so it loads with `trust_remote_code=True` where ran_hf is not installed.
+    """
     from .configuration_ran import RANConfig
-    from .modeling_ran import RANModel
+    from .modeling_ran import RANForMaskedLM, RANModel, RANPooler
 
     if not os.path.isfile(config_path):
         raise FileNotFoundError(f"--config: no such file {config_path}")
@@ -192,22 +198,21 @@ def convert(checkpoint: str, config_path: str, output_dir: str, vocab: str | Non
     config = RANConfig(**ran_config_kwargs(official, cell_pooling))
     state = convert_official_weights(read_checkpoint(checkpoint), config.num_attention_heads,
                                      config.attention_head_size)
-    has_mlm = "lm_head.bias" in state
-    config.architectures = ["RANForMaskedLM" if has_mlm else "RANModel"]
-    os.makedirs(output_dir, exist_ok=True)
-    from safetensors.torch import save_file
-
-    if not has_mlm:
+    has_pooler = "ran.pooler.cell_dense.weight" in state
+    if "lm_head.bias" in state:
+        model = RANForMaskedLM(config)
+        if has_pooler:  # kept, so that `AutoModel` of the directory gets the authors' pooler too
+            model.ran.pooler = RANPooler(config)
+    else:
+        model = RANModel(config, add_pooling_layer=has_pooler)
         state = {k[len("ran."):]: v for k, v in state.items()}
-    # check that the state dict fits the model before writing anything
-    model = RANModel(config, add_pooling_layer="ran.pooler.cell_dense.weight" in state or
-                     "pooler.cell_dense.weight" in state)
-    base = {k[len("ran."):] if k.startswith("ran.") else k: v for k, v in state.items() if not k.startswith("lm_head")}
-    missing, unexpected = model.load_state_dict(base, strict=False)
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    tied = {"lm_head.decoder.weight", "lm_head.decoder.bias"}  # the embedding table and `lm_head.bias`
+    missing = [k for k in missing if k not in tied]
     if missing or unexpected:
-        raise KeyError(f"converted weights do not fit RANModel: missing {missing}, unexpected {unexpected}")
-    save_file(state, os.path.join(output_dir, "model.safetensors"), metadata={"format": "pt"})
-    config.save_pretrained(output_dir)
+        raise KeyError(f"converted weights do not fit {type(model).__name__}: missing {missing}, unexpected "
+                       f"{unexpected}")
+    model.save_pretrained(output_dir)
     if vocab is not None:
         _save_tokenizer(vocab, output_dir)
     return output_dir

@@ -10,7 +10,16 @@ Data: `.jsonl`/`.json`/`.csv`/`.tsv` files (optionally `.gz`) with a text field 
   * multi-label: the label is a list (`{"text": "...", "label": ["a", "c"]}`; JSON only) and training uses
     `problem_type=multi_label_classification` (sigmoid, threshold `--multi_label_threshold`).
 The label set is the training split's; a validation/test label unseen in training is an error naming the labels.
-Empty documents are an error naming the lines; `--skip_empty_documents` skips them with a warning instead.
+`--class_names '0=negative,1=positive'` names int labels; the saved config's `id2label` holds the names, which
+`pipeline("text-classification")` and the predictions report. Empty documents are an error naming the lines;
+`--skip_empty_documents` skips them with a warning instead. `--dataset_name` reads a `save_to_disk` folder, a folder
+of data files, or a Hub dataset (splits train / validation / test) instead of the files.
+
+Predicting: a test file (or test split) with no label field is predicted only: `test_predictions.jsonl` gets, per
+document, its `line`, `tokens`, `prediction` (label name) and every label's `probabilities`, and no metrics:
+
+    python run_scripts/run_classification.py --model_name_or_path outputs/hyperpartisan --do_predict \
+        --test_file new.jsonl --output_dir outputs/predictions
 
 Model: from scratch (config flags `--hidden_size --num_hidden_layers --num_attention_heads --attention_head_size
 --window_size`; a WordPiece tokenizer is trained on the training split unless `--tokenizer_name` is given) or from a
@@ -28,11 +37,12 @@ Default job: with NO data file, this trains a small RAN from scratch on the Hype
 data shipped in `run_scripts/data/hyperpartisan/` (official train split, a stratified 10% of it held out as a dev
 split for model selection; evaluated once on the official publisher-disjoint test split, next to the majority-class
 baseline) and writes `outputs/hyperpartisan`. The `from-scratch` recipe (`--recipe`, `run_scripts/helpers/recipes.py`):
-hidden 256, 4 layers, 4 heads x 64, window 256, lr 2e-4, 3 epochs. The default job adds two settings (see
-`DEFAULT_JOB_ARGS`): the 8k WordPiece vocabulary shipped in `run_scripts/data/hyperpartisan/tokenizer` (trained on
-the train split; shipped so that a seed gives the same result every run) and `--max_length 1024` (75% of the
-training articles and 72% of the test articles whole, 95% at 2,048, which the recipe was not chosen with). Batch 8
-grouped by length, one torch thread. About 7-10 minutes on 2 CPU cores:
+hidden 256, 4 layers, 4 heads x 64, window 256, lr 2e-4, 3 epochs. The default job adds three settings (see
+`DEFAULT_JOB_ARGS`): the label names (0 = not-hyperpartisan, 1 = hyperpartisan), the 8k WordPiece vocabulary
+shipped in `run_scripts/data/hyperpartisan/tokenizer` (trained on the train split; shipped so that a seed gives the
+same result every run) and `--max_length 1024` (75% of the training articles and 72% of the test articles whole, 95%
+at 2,048, which the recipe was not chosen with). Batch 8 grouped by length, one torch thread. About 7-10 minutes on
+2 CPU cores:
 
     python run_scripts/run_classification.py
 
@@ -70,7 +80,13 @@ from transformers import (
     set_seed,
 )
 
-from run_scripts.helpers.data_files import check_file, read_records, split_columns
+from run_scripts.helpers.data_files import (
+    check_file,
+    dataset_records,
+    load_dataset_splits,
+    read_records,
+    split_columns,
+)
 from run_scripts.helpers.model_args import RANModelArguments, build_model
 from run_scripts.helpers.recipes import RECIPES, get_recipe
 from run_scripts.helpers.reports import (
@@ -80,6 +96,7 @@ from run_scripts.helpers.reports import (
     format_metrics_table,
     length_statistics,
     training_time,
+    use_snippets,
     write_model_card,
 )
 from run_scripts.helpers.tokenizer import get_tokenizer
@@ -115,8 +132,13 @@ SCRIPT_DEFAULTS = trainer_defaults(
 # its README): `tokenizers`' WordPiece trainer breaks frequency ties in hash-map order, so a vocabulary trained at run
 # time differs from run to run (huggingface/tokenizers#1794), and so would every result of the same seed.
 DEFAULT_TOKENIZER = os.path.join(DATA_DIR, "tokenizer")
-DEFAULT_JOB_ARGS = ["--max_length", "1024", "--tokenizer_name", DEFAULT_TOKENIZER]
-DATA_FLAGS = ("--train_file", "--validation_file", "--test_file")
+# The shipped files label hyperpartisan articles 1 and the others 0; the saved model names them.
+DEFAULT_CLASS_NAMES = "0=not-hyperpartisan,1=hyperpartisan"
+DEFAULT_JOB_ARGS = ["--max_length", "1024", "--tokenizer_name", DEFAULT_TOKENIZER,
+                    "--class_names", DEFAULT_CLASS_NAMES]
+DATA_FLAGS = ("--train_file", "--validation_file", "--test_file", "--dataset_name")
+# --dataset_name: the split names read as training, validation and test data (the first one present)
+DATASET_SPLITS = {"train": ("train",), "validation": ("validation", "valid", "dev"), "test": ("test",)}
 
 
 @dataclass
@@ -144,7 +166,18 @@ class DataTrainingArguments:
                           "shipped Hyperpartisan by-article train/test split is used."},
     )
     validation_file: str | None = field(default=None, metadata={"help": "Validation data (model selection)."})
-    test_file: str | None = field(default=None, metadata={"help": "Test data (final evaluation)."})
+    test_file: str | None = field(
+        default=None,
+        metadata={"help": "Test data (final evaluation). Without a label field (in every record) it is predicted "
+                          "only: test_predictions.jsonl is written and no metrics."},
+    )
+    dataset_name: str | None = field(
+        default=None,
+        metadata={"help": "Instead of the files: a folder written by `Dataset(Dict).save_to_disk`, a folder of data "
+                          "files `datasets.load_dataset` reads, or a Hub dataset name (needs the network). Its "
+                          "splits 'train', 'validation' (or 'valid'/'dev') and 'test' are used."},
+    )
+    dataset_config_name: str | None = field(default=None, metadata={"help": "The Hub dataset's configuration."})
     validation_split_percentage: float = field(
         default=10.0,
         metadata={"help": "Without --validation_file: percentage of the training split held out (stratified) for "
@@ -156,6 +189,12 @@ class DataTrainingArguments:
                           "joined with a blank line."},
     )
     label_column_name: str = field(default="label", metadata={"help": "Field holding the label(s)."})
+    class_names: str | None = field(
+        default=None,
+        metadata={"help": "Names for the label values, 'value=name,...' (e.g. '0=negative,1=positive'): the saved "
+                          "config's id2label, the predictions and `pipeline` then use the names. Every training "
+                          "label needs one. Default: the values as they are (a string label is its own name)."},
+    )
     max_length: int | None = field(
         default=8192,
         metadata={"help": "Truncate documents to this many tokens ([CLS] and [SEP] included). 0: no limit."},
@@ -214,6 +253,21 @@ def sort_labels(keys) -> list[str]:
         return sorted(keys, key=int)
     except ValueError:
         return sorted(keys)
+
+
+def parse_class_names(spec: str | None) -> dict[str, str]:
+    """`--class_names '0=negative,1=positive'` -> {'0': 'negative', '1': 'positive'}."""
+    if not spec:
+        return {}
+    names = {}
+    for item in spec.split(","):
+        value, sep, name = (part.strip() for part in item.partition("="))
+        if not sep or not value or not name:
+            raise ValueError(f"--class_names: {item!r} is not 'value=name' (e.g. '0=negative,1=positive').")
+        names[value] = name
+    if len(set(names.values())) < len(names):
+        raise ValueError(f"--class_names {spec!r}: two values have the same name; give every label its own name.")
+    return names
 
 
 def check_known_labels(keys, multi, label2id, path, arg_name, records):
@@ -277,51 +331,82 @@ def main(argv: list[str] | None = None) -> dict:
     setup_threads(model_args)
     started = time.time()
 
-    default_job = not any([data_args.train_file, data_args.validation_file, data_args.test_file])
+    files = [data_args.train_file, data_args.validation_file, data_args.test_file]
+    if data_args.dataset_name and any(files):
+        raise ValueError("--dataset_name replaces --train_file/--validation_file/--test_file: pass one or the other.")
+    default_job = not any(files) and not data_args.dataset_name
     if default_job:
         data_args.train_file, data_args.test_file = DEFAULT_TRAIN_FILE, DEFAULT_TEST_FILE
         logger.info("No data files given: the default job, Hyperpartisan by-article (SemEval-2019 Task 4) from "
                     f"{DATA_DIR}.")
+    dataset, sources = None, {}  # sources: split -> (argument, the file or 'dataset[split]', as errors name it)
+    if data_args.dataset_name:
+        dataset = load_dataset_splits(data_args.dataset_name, data_args.dataset_config_name)
+        for split, names in DATASET_SPLITS.items():
+            name = next((n for n in names if n in dataset), None)
+            if name is not None:
+                sources[split] = ("dataset_name", f"{data_args.dataset_name}[{name}]", name)
+        if not sources:
+            raise ValueError(f"--dataset_name '{data_args.dataset_name}' has the splits {sorted(dataset)}, none of "
+                             f"them {[n for names in DATASET_SPLITS.values() for n in names]}; rename its splits.")
+    else:
+        sources = {split: (f"{split}_file", path, None) for split, path in
+                   [("train", data_args.train_file), ("validation", data_args.validation_file),
+                    ("test", data_args.test_file)] if path is not None}
     if not steps_given(argv):  # (TrainingArguments sets do_eval itself when eval_strategy != no)
-        training_args.do_train = data_args.train_file is not None
-        training_args.do_eval = data_args.validation_file is not None or (
+        training_args.do_train = "train" in sources
+        training_args.do_eval = "validation" in sources or (
             training_args.do_train and data_args.validation_split_percentage > 0)
-        training_args.do_predict = data_args.test_file is not None
-    if training_args.do_train and not data_args.train_file:
-        raise ValueError("--do_train needs --train_file.")
+        training_args.do_predict = "test" in sources
+    given = "a 'train' split in --dataset_name" if dataset is not None else "--train_file"
+    if training_args.do_train and "train" not in sources:
+        raise ValueError(f"--do_train needs {given}.")
     if not training_args.do_train and not model_args.model_name_or_path:
         raise ValueError("Evaluation or prediction without training needs a trained model: pass "
                          "--model_name_or_path.")
-    if training_args.do_predict and not data_args.test_file:
-        raise ValueError("--do_predict needs --test_file.")
+    if training_args.do_predict and "test" not in sources:
+        raise ValueError(f"--do_predict needs {given.replace('train', 'test')}.")
     max_length = data_args.max_length or None
     set_seed(training_args.seed)
 
-    # ---- read the data (errors name file, line and fix)
+    # ---- read the data (errors name file, line and fix); the test data may come without labels
     text_cols, label_col = split_columns(data_args.text_column_name), data_args.label_column_name
-    fields = [label_col]
-    splits: dict[str, tuple[str, list[dict]]] = {}
-    for split, path, arg in [("train", data_args.train_file, "train_file"),
-                             ("validation", data_args.validation_file, "validation_file"),
-                             ("test", data_args.test_file, "test_file")]:
-        if path is None or (split == "train" and not training_args.do_train) or (
-                split == "validation" and not training_args.do_eval) or (
-                split == "test" and not training_args.do_predict):
+    class_names = parse_class_names(data_args.class_names)
+    splits: dict[str, tuple[str, str, list[dict]]] = {}  # split -> (argument, source, records)
+    wanted = {"train": training_args.do_train, "validation": training_args.do_eval, "test": training_args.do_predict}
+    for split, (arg, source, dataset_split) in sources.items():
+        if not wanted[split]:
             continue
-        records = read_records(check_file(path, arg), fields, arg, text_field=text_cols,
-                               skip_empty=data_args.skip_empty_documents)
+        fields, optional = ([], [label_col]) if split == "test" else ([label_col], [])
+        if dataset is not None:
+            records = dataset_records(dataset[dataset_split], fields, f"--{arg} '{source}'", text_field=text_cols,
+                                      skip_empty=data_args.skip_empty_documents, optional_fields=optional)
+        else:
+            records = read_records(check_file(source, arg), fields, arg, text_field=text_cols,
+                                   skip_empty=data_args.skip_empty_documents, optional_fields=optional)
         limit = {"train": data_args.max_train_samples, "validation": data_args.max_eval_samples,
                  "test": data_args.max_predict_samples}[split]
-        splits[split] = (arg, records[:limit] if limit else records)
+        splits[split] = (arg, source, records[:limit] if limit else records)
+    if "test" in splits and label_col not in splits["test"][2][0]:
+        logger.info(f"--{splits['test'][0]} '{splits['test'][1]}' has no {label_col!r} field: its documents are "
+                    f"predicted (test_predictions.jsonl) and no test metrics are computed.")
 
-    parsed = {split: parse_labels(records, label_col, getattr(data_args, arg), arg)
-              for split, (arg, records) in splits.items()}
+    parsed = {split: parse_labels(records, label_col, source, arg)
+              for split, (arg, source, records) in splits.items() if label_col in records[0]}
     if "train" in parsed:
         multi = parsed["train"][0]
         label_list = sort_labels({k for key in parsed["train"][1] for k in (key if multi else [key])})
+        feature = dataset[sources["train"][2]].features.get(label_col) if dataset is not None else None
+        if isinstance(feature, datasets.ClassLabel) and set(label_list) <= set(feature.names):
+            label_list = list(feature.names)  # the dataset's own label ids and order
         if len(label_list) < 2 and not multi:
-            raise ValueError(f"--train_file '{data_args.train_file}' has a single label ({label_list}); "
+            raise ValueError(f"--{splits['train'][0]} '{splits['train'][1]}' has a single label ({label_list}); "
                              f"classification needs at least two.")
+        unnamed = [k for k in label_list if class_names and k not in class_names]
+        if unnamed:
+            raise ValueError(f"--class_names names the values {sorted(class_names)} but not the training label(s) "
+                             f"{unnamed}; give every label a name.")
+        label_list = [class_names.get(k, k) for k in label_list]
     else:
         config = AutoConfig.from_pretrained(model_args.model_name_or_path,
                                                       trust_remote_code=model_args.trust_remote_code)
@@ -329,12 +414,14 @@ def main(argv: list[str] | None = None) -> dict:
         label_list = [config.id2label[i] for i in range(config.num_labels)]
     label2id = {label: i for i, label in enumerate(label_list)}
     for split, (multi_split, keys) in parsed.items():
-        arg, records = splits[split]
+        arg, source, records = splits[split]
         if multi_split != multi and len(records):
-            raise ValueError(f"--{arg} '{getattr(data_args, arg)}': labels are "
+            raise ValueError(f"--{arg} '{source}': labels are "
                              f"{'lists (multi-label)' if multi_split else 'single values'} but the training data "
                              f"is {'multi-label' if multi else 'single-label'}.")
-        check_known_labels(keys, multi, label2id, getattr(data_args, arg), arg, records)
+        keys = [[class_names.get(k, k) for k in key] if multi else class_names.get(key, key) for key in keys]
+        parsed[split] = (multi_split, keys)
+        check_known_labels(keys, multi, label2id, source, arg, records)
 
     def encode_labels(keys):
         if multi:
@@ -345,8 +432,9 @@ def main(argv: list[str] | None = None) -> dict:
         return np.array([label2id[k] for k in keys], dtype=np.int64)
 
     raw = {split: datasets.Dataset.from_dict({
-        "text": [r["_text"] for r in records], "labels": encode_labels(parsed[split][1]).tolist(),
-        "line": [r["_line"] for r in records]}) for split, (arg, records) in splits.items()}
+        "text": [r["_text"] for r in records], "line": [r["_line"] for r in records],
+        **({"labels": encode_labels(parsed[split][1]).tolist()} if split in parsed else {})})
+        for split, (arg, source, records) in splits.items()}
 
     # ---- validation split carved from train (stratified) when no validation file
     if training_args.do_eval and "validation" not in raw and "train" in raw:
@@ -429,54 +517,51 @@ def main(argv: list[str] | None = None) -> dict:
 
     table = {}
     if training_args.do_predict:
+        test_arg, test_source, _ = splits["test"]
+        labelled = "labels" in tokenized["test"].column_names
         test_sorted, order = sort_by_length(tokenized["test"].remove_columns(["full_length"]))
         output = trainer.predict(test_sorted.remove_columns(["line"]), metric_key_prefix="test")
         logits = output.predictions[0] if isinstance(output.predictions, tuple) else output.predictions
         logits = np.asarray(unsort(list(logits), order))
-        y_true = np.asarray(tokenized["test"]["labels"]).astype(int)
         y_pred = logits_to_predictions(logits, multi, data_args.multi_label_threshold)
-        scores = classification_scores(y_true, y_pred)
-        test_metrics = {**{f"test_{k}": v for k, v in scores.items()},
-                        "test_loss": output.metrics.get("test_loss"), "test_samples": len(y_true)}
-        # the same scores on the documents a 512-token model reads whole and on those it would cut
         full_length = np.asarray(tokenized["test"]["full_length"])
-        length_rows = {}  # printed-table row name -> scores
-        for name, sign, keep in (("le_512", "<=", full_length <= 512), ("over_512", ">", full_length > 512)):
-            if keep.any():
-                part = classification_scores(y_true[keep], y_pred[keep])
-                test_metrics.update({f"test_{name}_{k}": v for k, v in part.items()})
-                test_metrics[f"test_{name}_samples"] = int(keep.sum())
-                length_rows[f"RAN, the {int(keep.sum())} documents of {sign} 512 tokens"] = part
-        if "train" in tokenized:
-            train_labels = np.asarray(tokenized["train"]["labels"]).astype(int)
-            baseline_source = "training labels"
-        else:  # no training split: the baseline needs one; use the test labels' majority (marked as such)
-            train_labels = y_true
-            baseline_source = "test labels (no training split)"
-        baseline = classification_scores(y_true, majority_baseline(train_labels, len(y_true), multi))
-        test_metrics.update({f"baseline_{k}": v for k, v in baseline.items()})
-        trainer.log_metrics("test", test_metrics)
-        trainer.save_metrics("test", test_metrics)
-        results["test"] = test_metrics
-        majority = ("labels in > 50% of training docs" if multi
-                    else repr(label_list[int(np.bincount(train_labels).argmax())]))
-        table = {"RAN (this run)": scores, **length_rows,
-                 f"majority class of the {baseline_source} ({majority})": baseline}
-        print(f"\n***** test results: {len(y_true)} documents ({data_args.test_file}) *****\n"
-              f"{format_metrics_table(table)}\n", flush=True)
+        y_true = np.asarray(tokenized["test"]["labels"]).astype(int) if labelled else None
+        if labelled:
+            scores = classification_scores(y_true, y_pred)
+            test_metrics = {**{f"test_{k}": v for k, v in scores.items()},
+                            "test_loss": output.metrics.get("test_loss"), "test_samples": len(y_true)}
+            # the same scores on the documents a 512-token model reads whole and on those it would cut
+            length_rows = {}  # printed-table row name -> scores
+            for name, sign, keep in (("le_512", "<=", full_length <= 512), ("over_512", ">", full_length > 512)):
+                if keep.any():
+                    part = classification_scores(y_true[keep], y_pred[keep])
+                    test_metrics.update({f"test_{name}_{k}": v for k, v in part.items()})
+                    test_metrics[f"test_{name}_samples"] = int(keep.sum())
+                    length_rows[f"RAN, the {int(keep.sum())} documents of {sign} 512 tokens"] = part
+            if "train" in tokenized:
+                train_labels = np.asarray(tokenized["train"]["labels"]).astype(int)
+                baseline_source = "training labels"
+            else:  # no training split: the baseline needs one; use the test labels' majority (marked as such)
+                train_labels = y_true
+                baseline_source = "test labels (no training split)"
+            baseline = classification_scores(y_true, majority_baseline(train_labels, len(y_true), multi))
+            test_metrics.update({f"baseline_{k}": v for k, v in baseline.items()})
+            trainer.log_metrics("test", test_metrics)
+            trainer.save_metrics("test", test_metrics)
+            results["test"] = test_metrics
+            majority = ("labels in > 50% of training docs" if multi
+                        else repr(label_list[int(np.bincount(train_labels).argmax())]))
+            table = {"RAN (this run)": scores, **length_rows,
+                     f"majority class of the {baseline_source} ({majority})": baseline}
+            print(f"\n***** test results: {len(y_true)} documents ({test_source}) *****\n"
+                  f"{format_metrics_table(table)}\n", flush=True)
+        else:
+            results["predict"] = {"predict_samples": len(y_pred), "labelled": False}
+            logger.info(f"Predicted {len(y_pred)} unlabelled documents of --{test_arg} '{test_source}'; no metrics "
+                        f"(no {data_args.label_column_name!r} field).")
         if training_args.should_save:
-            os.makedirs(training_args.output_dir, exist_ok=True)
-            probs = (1 / (1 + np.exp(-logits))) if multi else torch.softmax(torch.from_numpy(logits).float(),
-                                                                            -1).numpy()
-            path = os.path.join(training_args.output_dir, "test_predictions.jsonl")
-            with open(path, "w", encoding="utf-8") as f:
-                for line, length, gold, pred, p in zip(tokenized["test"]["line"], full_length, y_true, y_pred, probs):
-                    decode = (lambda v: [label_list[i] for i in np.flatnonzero(v)]) if multi else (
-                        lambda v: label_list[int(v)])
-                    f.write(json.dumps({"line": line, "tokens": int(length), "label": decode(gold),
-                                        "prediction": decode(pred),
-                                        "probabilities": {label_list[i]: round(float(x), 5)
-                                                          for i, x in enumerate(p)}}) + "\n")
+            path = write_predictions(training_args.output_dir, tokenized["test"]["line"], full_length, logits,
+                                     y_pred, y_true, label_list, multi)
             logger.info(f"Test predictions: {path}")
 
     results["wall_time_s"] = round(time.time() - started, 1)
@@ -491,12 +576,35 @@ def main(argv: list[str] | None = None) -> dict:
     return results
 
 
+def write_predictions(output_dir, lines, lengths, logits, y_pred, y_true, label_list, multi) -> str:
+    """`output_dir/test_predictions.jsonl`: per document its `line`, `tokens` (before truncation), the gold `label`
+    (labelled data only), the `prediction` (label names; a list for multi-label) and every label's `probabilities`
+    (softmax; sigmoid for multi-label)."""
+    os.makedirs(output_dir, exist_ok=True)
+    logits = torch.from_numpy(np.asarray(logits)).float()
+    probs = (torch.sigmoid(logits) if multi else torch.softmax(logits, -1)).numpy()
+
+    def names(value):
+        return [label_list[i] for i in np.flatnonzero(value)] if multi else label_list[int(value)]
+
+    path = os.path.join(output_dir, "test_predictions.jsonl")
+    with open(path, "w", encoding="utf-8") as f:
+        for row, (line, length, pred, p) in enumerate(zip(lines, lengths, y_pred, probs)):
+            record = {"line": line, "tokens": int(length)}
+            if y_true is not None:
+                record["label"] = names(y_true[row])
+            record.update({"prediction": names(pred),
+                           "probabilities": {label: round(float(x), 5) for label, x in zip(label_list, p)}})
+            f.write(json.dumps(record) + "\n")
+    return path
+
+
 def write_card(training_args, data_args, model_args, model, results, table, length_report, truncated, max_length,
                tokenizer_source, label_list, multi, default_job, argv):
     sections = {}
     if table:
         sections["Test results"] = (
-            f"On `{data_args.test_file}` ({results['test']['test_samples']} documents"
+            f"On `{splits_source(data_args, 'test')}` ({results['test']['test_samples']} documents"
             f"{', the official publisher-disjoint test split' if default_job else ''}):\n\n"
             + format_metrics_table(table))
     if "eval" in results:
@@ -511,12 +619,14 @@ def write_card(training_args, data_args, model_args, model, results, table, leng
     if default_job:
         data.append("Hyperpartisan News Detection, by-article (SemEval-2019 Task 4; Kiesel et al., 2019; CC BY 4.0, "
                     "Zenodo records 1489920 / 5776081), as shipped in `run_scripts/data/hyperpartisan/`: label 1 = "
-                    "hyperpartisan. Official train split for training (a stratified 10% of it held out for model "
-                    "selection), official publisher-disjoint test split for the test results.")
+                    "hyperpartisan, 0 = not-hyperpartisan. Official train split for training (a stratified 10% of it "
+                    "held out for model selection), official publisher-disjoint test split for the test results.")
     validation = (f"`{data_args.validation_file}`" if data_args.validation_file else
                   f"{data_args.validation_split_percentage:g}% of the training split" if "eval" in results else "none")
-    data.append(f"Files: train `{data_args.train_file}`, validation {validation}, test "
-                f"`{data_args.test_file}`. Fields `{data_args.text_column_name}` / `{data_args.label_column_name}`; "
+    data.append(f"{'Dataset `' + data_args.dataset_name + '`, splits' if data_args.dataset_name else 'Files'}: "
+                f"train `{splits_source(data_args, 'train')}`, validation {validation}, test "
+                f"`{splits_source(data_args, 'test')}`. Fields `{data_args.text_column_name}` / "
+                f"`{data_args.label_column_name}`; "
                 f"{'multi-label' if multi else 'single-label'}; labels (id order): {label_list}.")
     data.append(f"Document lengths in tokens (tokenizer: {tokenizer_source}; before truncation):\n\n{length_report}\n\n"
                 f"Truncation at {max_length or 'no limit'} tokens; documents truncated: {truncated}.")
@@ -532,7 +642,25 @@ def write_card(training_args, data_args, model_args, model, results, table, leng
         auto_class="AutoModelForSequenceClassification", sections=sections, model=model,
         training_args=training_args, command=command_line("run_classification.py", argv),
         tags=["text-classification"],
+        use=use_snippets(
+            training_args.output_dir, task="text-classification", name="classifier",
+            call='"A whole long document ..."',
+            returns=f"[{{'label': {label_list[0]!r}, 'score': ...}}]" + (
+                "; multi-label: pass top_k=None and keep the labels whose score is over the threshold"
+                if multi else ""),
+            script="run_classification.py", predict_file="new.jsonl",
+            predict_note=(f"`new.jsonl` holds one `{{\"{data_args.text_column_name.split(',')[0]}\": \"...\"}}` "
+                          f"per line (no `{data_args.label_column_name}` field); `predictions/test_predictions.jsonl` "
+                          "gets one line per document with the predicted label (`prediction`) and every label's "
+                          "probability, and no metrics are computed.")),
     )
+
+
+def splits_source(data_args, split: str) -> str | None:
+    """The file of a split, or `dataset[split]` with --dataset_name (for the model card)."""
+    if data_args.dataset_name:
+        return f"{data_args.dataset_name}[{split}]"
+    return getattr(data_args, f"{split}_file")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,9 @@ tokenizer turns into no piece at all (e.g. a lone control character) is replaced
 
 Evaluation: entity-level precision / recall / F1 (and token accuracy) with `seqeval` (conlleval rules) on every word;
 the per-type report goes to the log, `<split>_results.json` and the model card, and the test predictions to
-`test_predictions.txt` (`word gold predicted`, CoNLL layout, sentences restored).
+`test_predictions.txt` (`word gold predicted`, CoNLL layout, sentences restored). A test file of words only (one
+column: `word` per line, blank lines and `-DOCSTART-` as above) is predicted: `test_predictions.txt` gets `word
+predicted` per line and no metrics are computed.
 Tag sets: the training file's tags; a validation/test tag unseen in training is an error naming the tags.
 An empty document (`-DOCSTART-` with no tokens after it) is an error naming its line; `--skip_empty_documents`
 skips it with a warning instead.
@@ -56,6 +58,7 @@ from run_scripts.helpers.reports import (
     format_metrics_table,
     length_statistics,
     training_time,
+    use_snippets,
     write_model_card,
 )
 from run_scripts.helpers.tokenizer import get_tokenizer
@@ -92,7 +95,11 @@ class ModelArguments(RANModelArguments):
 class DataTrainingArguments:
     train_file: str | None = field(default=None, metadata={"help": "CoNLL training file."})
     validation_file: str | None = field(default=None, metadata={"help": "CoNLL validation file (model selection)."})
-    test_file: str | None = field(default=None, metadata={"help": "CoNLL test file."})
+    test_file: str | None = field(
+        default=None,
+        metadata={"help": "CoNLL test file. A file of one column (words, no tags) is predicted only: "
+                          "test_predictions.txt is written and no metrics."},
+    )
     label_column: int = field(default=-1, metadata={"help": "Column of the tag (default: the last)."})
     document_level: bool = field(
         default=True, metadata={"help": "Join the sentences of each -DOCSTART- document into one input."}
@@ -112,12 +119,14 @@ class DataTrainingArguments:
 
 
 def read_conll(path, arg_name: str, label_column: int = -1, document_level: bool = True,
-               skip_empty: bool = False) -> list[dict]:
+               skip_empty: bool = False, allow_untagged: bool = False) -> list[dict]:
     """Examples `{"words", "tags", "sentence_lengths", "line"}`: whole documents (split at `-DOCSTART-`) or single
-    sentences (split at blank lines); `line` is where the example starts."""
+    sentences (split at blank lines); `line` is where the example starts. With `allow_untagged`, a file of one
+    column (words only, to predict on) gives `tags` None; a file mixing both is an error."""
     path = check_file(path, arg_name)
     documents, sentences = [], []  # documents: (start line, [sentences]); sentences: (start line, words, tags)
     words, tags, sentence_start, doc_start, seen_docstart = [], [], None, 1, False
+    first_tagged, first_untagged = None, None  # line numbers
 
     def end_sentence():
         nonlocal words, tags, sentence_start
@@ -145,6 +154,11 @@ def read_conll(path, arg_name: str, label_column: int = -1, document_level: bool
                 end_sentence()
                 continue
             cols = line.split()
+            if len(cols) < 2 and allow_untagged:
+                first_untagged = first_untagged or number
+                cols = [cols[0], None]
+            elif len(cols) >= 2:
+                first_tagged = first_tagged or number
             if len(cols) < 2:
                 raise ValueError(f"--{arg_name} '{path}', line {number}: expected at least two space-separated "
                                  f"columns ('token ... tag', e.g. CoNLL-2003 'EU NNP B-NP B-ORG'), got {line!r}.")
@@ -158,6 +172,9 @@ def read_conll(path, arg_name: str, label_column: int = -1, document_level: bool
             words.append(cols[0])
             tags.append(tag)
     end_document(None)
+    if first_tagged and first_untagged:
+        raise ValueError(f"--{arg_name} '{path}': line {first_tagged} has a tag column but line {first_untagged} "
+                         f"has only the word; give every line a tag (to evaluate) or none (to predict).")
     if not seen_docstart and document_level:
         logger.warning(f"--{arg_name} '{path}': no -DOCSTART- lines, so there are no documents to keep whole; every "
                        f"sentence is one example.")
@@ -177,8 +194,8 @@ def read_conll(path, arg_name: str, label_column: int = -1, document_level: bool
             continue
         groups = [sents] if document_level else [[s] for s in sents]
         for group in groups:
-            examples.append({"words": [w for _, ws, _ in group for w in ws], "tags": [t for _, _, ts in group
-                                                                                      for t in ts],
+            tags = [t for _, _, ts in group for t in ts]
+            examples.append({"words": [w for _, ws, _ in group for w in ws], "tags": tags if first_tagged else None,
                              "sentence_lengths": [len(ws) for _, ws, _ in group],
                              "line": start if document_level else group[0][0]})
     if not examples:
@@ -192,8 +209,9 @@ def read_conll(path, arg_name: str, label_column: int = -1, document_level: bool
 
 
 def tokenize_and_align(examples: list[dict], tokenizer, label2id: dict, max_length: int | None):
-    """input_ids / attention_mask / labels per example (tag on the first piece of each word, -100 elsewhere), the
-    number of word pieces before truncation, and the number of words cut away by truncation."""
+    """input_ids / attention_mask / labels per example (tag on the first piece of each word, -100 elsewhere; an
+    example without tags gets 0 on the first pieces, marking the words to predict), the number of word pieces before
+    truncation, and the number of words cut away by truncation."""
     rows = {"input_ids": [], "attention_mask": [], "labels": [], "length": []}
     full_lengths, words_cut, replaced = [], 0, 0
     batch = 256
@@ -211,7 +229,10 @@ def tokenize_and_align(examples: list[dict], tokenizer, label2id: dict, max_leng
                 word_ids, ids = one.word_ids(0), one["input_ids"]
             labels, previous = [], None
             for w in word_ids:
-                labels.append(-100 if w is None or w == previous else label2id[ex["tags"][w]])
+                if w is None or w == previous:
+                    labels.append(-100)
+                else:
+                    labels.append(0 if ex["tags"] is None else label2id[ex["tags"][w]])
                 previous = w
             full_lengths.append(len(ids))
             if max_length and len(ids) > max_length:
@@ -276,7 +297,9 @@ def main(argv: list[str] | None = None) -> dict:
     if not training_args.do_train and not model_args.model_name_or_path:
         raise ValueError("Evaluation or prediction without training needs --model_name_or_path.")
     if training_args.do_eval and not data_args.validation_file:
-        raise ValueError("--do_eval needs --validation_file.")
+        if "--do_eval" in [a.split("=", 1)[0] for a in argv]:
+            raise ValueError("--do_eval needs --validation_file.")
+        training_args.do_eval = False  # set by the default epoch-wise evaluation, not asked for
     if training_args.do_predict and not data_args.test_file:
         raise ValueError("--do_predict needs --test_file.")
     set_seed(training_args.seed)
@@ -291,9 +314,13 @@ def main(argv: list[str] | None = None) -> dict:
                   "test": training_args.do_predict}[split]
         if path and wanted:
             exs = read_conll(path, arg, data_args.label_column, data_args.document_level,
-                             data_args.skip_empty_documents)
+                             data_args.skip_empty_documents, allow_untagged=split == "test")
             examples[split] = exs[:limit] if limit else exs
     disable_eval_if_no_data(training_args, "validation" in examples)
+    untagged = "test" in examples and examples["test"][0]["tags"] is None
+    if untagged:
+        logger.info(f"--test_file '{data_args.test_file}' has no tag column: its words are predicted "
+                    f"(test_predictions.txt) and no test metrics are computed.")
 
     # ---- tag set (training tags; unseen validation/test tags are an error)
     if "train" in examples:
@@ -308,7 +335,7 @@ def main(argv: list[str] | None = None) -> dict:
             continue
         unseen = {}
         for ex in examples[split]:
-            for t in ex["tags"]:
+            for t in ex["tags"] or []:
                 if t not in label2id:
                     unseen.setdefault(t, ex["line"])
         if unseen:
@@ -361,6 +388,14 @@ def main(argv: list[str] | None = None) -> dict:
             continue
         ds, order = sort_by_length(encoded[split])
         prefix = "eval" if split == "validation" else "test"
+        if split == "test" and untagged:
+            pred = predict_untagged(trainer, ds, id2label)
+            results["predict"] = {f"predict_{unit}": len(pred), "labelled": False}
+            logger.info(f"Predicted the words of {len(pred)} {unit}; no metrics (the test file has no tags).")
+            if training_args.should_save:
+                write_predictions(os.path.join(training_args.output_dir, "test_predictions.txt"),
+                                  examples["test"], unsort(pred, order), data_args.document_level)
+            continue
         output = trainer.predict(ds, metric_key_prefix=prefix)
         gold, pred = tag_sequences(output.predictions, output.label_ids, id2label)
         metrics = {f"{prefix}_{k}": v for k, v in entity_scores(gold, pred).items()}
@@ -406,23 +441,45 @@ def main(argv: list[str] | None = None) -> dict:
                                      f"`ran_hf` {model_args.starting_point}.",
                          auto_class="AutoModelForTokenClassification", sections=sections, model=trainer.model,
                          training_args=training_args, command=command_line("run_ner.py", argv),
-                         tags=["token-classification", "ner"])
+                         tags=["token-classification", "ner"],
+                         use=use_snippets(
+                             training_args.output_dir, task="token-classification", name="tagger",
+                             call='"John Smith flew to Paris.", aggregation_strategy="simple"',
+                             returns="[{'entity_group': ..., 'word': ..., 'start': ..., 'end': ..., 'score': ...}]",
+                             script="run_ner.py", predict_file="new.txt",
+                             predict_note="`new.txt` holds one word per line, a blank line after each sentence and "
+                                          "`-DOCSTART-` before each document (no tag column); "
+                                          "`predictions/test_predictions.txt` gets `word predicted-tag` per line and "
+                                          "no metrics are computed."))
     logger.info(f"Done in {results['wall_time_s']} s; output in {training_args.output_dir}")
     return results
 
 
+def predict_untagged(trainer, dataset: datasets.Dataset, id2label: dict) -> list[list[str]]:
+    """The predicted tags of the words of every row of `dataset` (its `labels` mark the first piece of each word)."""
+    first_pieces = dataset["labels"]
+    output = trainer.predict(dataset.remove_columns(["labels"]), metric_key_prefix="predict")
+    logits = output.predictions[0] if isinstance(output.predictions, tuple) else output.predictions
+    marks = np.full(logits.shape[:2], -100)
+    for row, labels in enumerate(first_pieces):
+        marks[row, : len(labels)] = labels
+    return tag_sequences(logits, marks, id2label)[1]
+
+
 def write_predictions(path: str, examples: list[dict], predictions: list[list[str]], documents: bool = True) -> None:
-    """`word gold predicted` per line, a blank line after each sentence, `-DOCSTART-` before each document."""
+    """`word gold predicted` per line (`word predicted` for examples without tags), a blank line after each
+    sentence, `-DOCSTART-` before each document."""
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:
         for ex, pred in zip(examples, predictions):
             if documents:
-                f.write("-DOCSTART- O O\n\n")
+                f.write("-DOCSTART- O O\n\n" if ex["tags"] is not None else "-DOCSTART- O\n\n")
             pred = list(pred) + ["O"] * (len(ex["words"]) - len(pred))  # words cut by --max_length: "O"
             i = 0
             for n in ex["sentence_lengths"]:
-                for word, gold, p in zip(ex["words"][i: i + n], ex["tags"][i: i + n], pred[i: i + n]):
-                    f.write(f"{word} {gold} {p}\n")
+                golds = ex["tags"][i: i + n] if ex["tags"] is not None else [None] * n
+                for word, gold, p in zip(ex["words"][i: i + n], golds, pred[i: i + n]):
+                    f.write(f"{word} {p}\n" if gold is None else f"{word} {gold} {p}\n")
                 f.write("\n")
                 i += n
     logger.info(f"Test predictions: {path}")

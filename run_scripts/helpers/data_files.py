@@ -127,13 +127,38 @@ def load_dataset_splits(name: str, config_name: str | None = None, arg_name: str
     folder = Path(name)
     if folder.is_dir() and ((folder / "dataset_dict.json").is_file() or (folder / "dataset_info.json").is_file()
                             and (folder / "state.json").is_file()):
+        _raise_on_empty_saved_splits(folder, arg_name)
         loaded = datasets.load_from_disk(str(folder))
         return loaded if isinstance(loaded, datasets.DatasetDict) else datasets.DatasetDict({"train": loaded})
     try:
         return datasets.load_dataset(name, config_name)
+    except ConnectionError as err:  # offline (HF_HUB_OFFLINE=1) or no network, and not a local folder
+        raise ConnectionError(
+            f"--{arg_name} '{name}': no such local folder, and the Hub cannot be reached ({err}). Pass a folder "
+            f"written by `save_to_disk` or a folder of data files, or data files (--train_file ...), or go online "
+            f"(unset HF_HUB_OFFLINE) to download a Hub dataset.") from None
+    except ValueError as err:
+        if "corresponds to no data" not in str(err):
+            raise
+        raise ValueError(f"--{arg_name} '{name}': a split holds no records ({err}); fill it or remove it.") from None
     except FileNotFoundError as err:
         raise FileNotFoundError(f"--{arg_name} '{name}': not a dataset folder (save_to_disk or data files) nor a "
                                 f"dataset on the Hub that can be reached ({err}).") from None
+
+
+def _raise_on_empty_saved_splits(folder: Path, arg_name: str) -> None:
+    """A split saved with no records has no data file, which `load_from_disk` cannot read (IndexError): name it."""
+    split_dirs = [folder]
+    if (folder / "dataset_dict.json").is_file():
+        with open(folder / "dataset_dict.json") as f:
+            split_dirs = [folder / split for split in json.load(f)["splits"]]
+    for split_dir in split_dirs:
+        state_file = split_dir / "state.json"
+        if state_file.is_file():
+            with open(state_file) as f:
+                if not json.load(f).get("_data_files"):
+                    raise ValueError(f"--{arg_name} '{folder}': split '{split_dir.name}' holds no records; fill it "
+                                     f"or remove it.")
 
 
 def read_records(path: Path, fields: Sequence[str], arg_name: str = "train_file",
@@ -174,8 +199,8 @@ def read_records(path: Path, fields: Sequence[str], arg_name: str = "train_file"
 def dataset_records(dataset: datasets.Dataset, fields: Sequence[str], source: str,
                     text_field: str | Sequence[str] | None = None, skip_empty: bool = False,
                     optional_fields: Sequence[str] = (), lines: Sequence[int] | None = None) -> list[dict]:
-    """The records of a `datasets.Dataset` as dicts holding `fields` (a `ClassLabel` value as its name), `_line`
-    (`lines`, or the 1-based row number) and, with `text_field`, `_text`. `source` names the data in errors
+    """The records of a `datasets.Dataset` as dicts holding `fields` (a `ClassLabel` value as its name; its -1, "no
+    label", as a missing value), `_line` (`lines`, or the 1-based row number) and, with `text_field`, `_text`. `source` names the data in errors
     (`--train_file 'x.jsonl'`).
 
     Errors (ValueError) name the source, the line and the fix: a missing field (absent or null), a text that is not
@@ -187,7 +212,7 @@ def dataset_records(dataset: datasets.Dataset, fields: Sequence[str], source: st
     optional = [name for name in optional_fields if name not in fields]
     lines = list(lines) if lines is not None else list(range(1, len(dataset) + 1))
     if len(dataset) == 0:
-        raise ValueError(f"{source}: the file holds no records.")
+        raise ValueError(f"{source}: no records (the data is empty).")
     present = [name for name in dataset.column_names if not name.startswith("_")]
     for name in fields:
         if name not in dataset.column_names:
@@ -198,6 +223,9 @@ def dataset_records(dataset: datasets.Dataset, fields: Sequence[str], source: st
                    if isinstance(feature, datasets.ClassLabel)}
     records = []
     for number, item in zip(lines, dataset.select_columns([*fields, *optional]).to_list()):
+        for name in class_names:  # -1: a ClassLabel's "no label" (e.g. the test splits of GLUE)
+            if name in item and item[name] == -1:
+                item[name] = None
         missing = [name for name in fields if item[name] is None]
         if missing:
             raise ValueError(f"{source}, line {number}: no field {missing[0]!r} (or null). Add the field to every "

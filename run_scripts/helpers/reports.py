@@ -59,9 +59,9 @@ def format_metrics_table(metrics: dict[str, dict]) -> str:
 
 def write_model_card(output_dir: str, *, title: str, description: str, auto_class: str, sections: dict[str, str],
                      model=None, training_args: TrainingArguments | None = None, command: str | None = None,
-                     tags: Sequence[str] = ()) -> str:
-    """Write `output_dir/README.md`: what the model is, how to load it, the given sections (metrics, data, ...),
-    the model config and the main training arguments."""
+                     tags: Sequence[str] = (), use: str = "") -> str:
+    """Write `output_dir/README.md`: what the model is, how to load it (and `use`: more of the "Use" section, e.g.
+    `use_snippets`), the given sections (metrics, data, ...), the model config and the main training arguments."""
     is_ran = model is None or model.config.model_type == "ran"
     lines = ["---", "library_name: transformers", "license: apache-2.0",
              "tags:", *[f"- {t}" for t in [*(["ran", "recurrent-attention-network"] if is_ran else []),
@@ -72,6 +72,8 @@ def write_model_card(output_dir: str, *, title: str, description: str, auto_clas
               f"from transformers import AutoTokenizer, {auto_class}", "",
               f"tokenizer = AutoTokenizer.from_pretrained(\"{os.path.abspath(output_dir)}\")",
               f"model = {auto_class}.from_pretrained(\"{os.path.abspath(output_dir)}\")", "```", ""]
+    if use:
+        lines += [use.strip(), ""]
     for heading, body in sections.items():
         lines += [f"## {heading}", "", body.strip(), ""]
     if model is not None:
@@ -100,6 +102,21 @@ def write_model_card(output_dir: str, *, title: str, description: str, auto_clas
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(lines))
     return path
+
+
+def use_snippets(output_dir: str, *, task: str, name: str, call: str, returns: str, script: str,
+                 predict_file: str, predict_note: str) -> str:
+    """The model card's `pipeline(task)` call and the script's `--do_predict` command on a file without labels."""
+    model_dir = os.path.abspath(output_dir)
+    return "\n".join([
+        "With a `pipeline`, which names the labels:", "", "```python",
+        "import ran_hf  # registers RAN with the Auto classes (or pass trust_remote_code=True)",
+        "from transformers import pipeline", "",
+        f"{name} = pipeline(\"{task}\", model=\"{model_dir}\")",
+        f"{name}({call})  # {returns}", "```", "",
+        f"Predicting on a file without labels: {predict_note}", "", "```bash",
+        shlex.join(["python", f"run_scripts/{script}", "--model_name_or_path", model_dir, "--do_predict",
+                    "--test_file", predict_file, "--output_dir", "predictions"]), "```"])
 
 
 def training_time(train_metrics: dict) -> str:

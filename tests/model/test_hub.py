@@ -235,7 +235,7 @@ def test_device_map_auto_and_no_split_modules(saved):
 # remote code, in a process that cannot import ran_hf
 # ---------------------------------------------------------------------------------------------------------------------
 
-REMOTE_SCRIPT = textwrap.dedent(
+HIDE_RAN_HF = textwrap.dedent(
     r'''
     import json, os, sys
 
@@ -253,7 +253,11 @@ REMOTE_SCRIPT = textwrap.dedent(
         pass
     else:
         sys.exit(f"ran_hf is still importable from {ran_hf.__file__}")
+    '''
+)
 
+REMOTE_SCRIPT = HIDE_RAN_HF + textwrap.dedent(
+    r'''
     import torch
     import transformers
 
@@ -278,6 +282,17 @@ REMOTE_SCRIPT = textwrap.dedent(
 )
 
 
+def run_without_ran_hf(script, args, cwd):
+    """Run `script` in a fresh isolated interpreter (`-I`: no PYTHONPATH, no user site) whose `sys.path` and import
+    hooks cannot find ran_hf, offline, with cwd outside the repository."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_MODULES_CACHE=str(cwd / "modules"),
+               OMP_NUM_THREADS="1")
+    done = subprocess.run([sys.executable, "-I", "-c", script, *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+
+
 def test_remote_code_loads_every_head_without_the_package(saved, tmp_path):
     _, ids, mask, result = saved
     torch.save((ids, mask), tmp_path / "inputs.pt")
@@ -285,12 +300,7 @@ def test_remote_code_loads_every_head_without_the_package(saved, tmp_path):
     mlm_path = result[RANForMaskedLM][1]  # a masked-LM checkpoint fine-tuned as another head
     jobs += [["mlm_as_" + cls.__name__, AUTO_NAMES[cls], mlm_path, OUTPUT_NAMES[cls][:1]]
              for cls in (RANModel, RANForTokenClassification)]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_MODULES_CACHE=str(tmp_path / "modules"),
-               OMP_NUM_THREADS="1")
-    done = subprocess.run([sys.executable, "-I", "-c", REMOTE_SCRIPT, json.dumps(jobs)], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-4000:]
+    run_without_ran_hf(REMOTE_SCRIPT, [json.dumps(jobs)], tmp_path)
     report = json.loads((tmp_path / "report.json").read_text())
     outputs = torch.load(tmp_path / "outputs.pt")
     assert report.pop("ran_hf_imported") is False
@@ -354,3 +364,105 @@ def test_converter_vocab_writes_an_uncapped_bert_tokenizer(tmp_path):
     for kwargs in ({}, {"truncation": True}):
         ids = tokenizer(text, **kwargs)["input_ids"]
         assert len(ids) == 5002 > 512, kwargs
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# the converter's directory, loaded where ran_hf is not installed
+# ---------------------------------------------------------------------------------------------------------------------
+
+CONVERTED_SCRIPT = HIDE_RAN_HF + textwrap.dedent(
+    r'''
+    import torch
+    import transformers
+
+    torch.set_num_threads(1)
+    jobs, text = json.loads(sys.argv[1]), sys.argv[2]
+    report, outputs = {}, {}
+    for key, auto_name, path, names in jobs:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(path)
+        batch = tokenizer([text, text[: len(text) // 3]], padding=True, return_tensors="pt")
+        model = getattr(transformers, auto_name).from_pretrained(path, trust_remote_code=True).eval()
+        with torch.no_grad():
+            out = model(**batch)
+        outputs[key] = {"input_ids": batch["input_ids"], **{name: getattr(out, name) for name in names}}
+        report[key] = {"module": type(model).__module__, "class": type(model).__name__,
+                       "tokenizer": type(tokenizer).__name__, "inputs": sorted(batch)}
+    report["ran_hf_imported"] = any(m == "ran_hf" or m.startswith("ran_hf.") for m in sys.modules)
+    torch.save(outputs, "outputs.pt")
+    with open("report.json", "w") as f:
+        json.dump(report, f)
+    '''
+)
+
+
+def convert_released(fixture_name, work, vocab=True):
+    """The converter CLI on a golden fixture written as the released checkpoint (variable names) plus the authors'
+    config.json and a vocab.txt; returns the output directory."""
+    fixture = np.load(os.path.join(FIXTURES, fixture_name))
+    meta = json.loads(str(fixture["config_json"]))
+    table = json.loads(str(fixture["weight_names_json"]))
+    work.mkdir(parents=True, exist_ok=True)
+    np.savez(work / "released.npz", **{released: fixture[key] for key, _, released in table})
+    (work / "config.json").write_text(json.dumps(meta["config"]))
+    write_vocab(work / "vocab.txt")
+    out = work / "model"
+    convert_main(["--checkpoint", str(work / "released.npz"), "--config", str(work / "config.json"),
+                  "--output", str(out), *(["--vocab", str(work / "vocab.txt")] if vocab else [])])
+    return out
+
+
+def test_converted_checkpoint_loads_without_the_package(tmp_path):
+    from transformers import AutoTokenizer
+
+    mlm = convert_released("fixture_mlm.npz", tmp_path / "mlm")
+    encoder = convert_released("fixture_encoder.npz", tmp_path / "encoder")
+    for out in (mlm, encoder):  # as complete as save_pretrained: the code, and every head in auto_map
+        assert {"configuration_ran.py", "modeling_ran.py", "model.safetensors", "tokenizer.json"} <= set(
+            os.listdir(out))
+        saved_config = json.loads((out / "config.json").read_text())
+        assert set(saved_config["auto_map"]) == {"AutoConfig", *AUTO_NAMES.values(), "AutoModelForCausalLM"}
+    assert json.loads((mlm / "config.json").read_text())["architectures"] == ["RANForMaskedLM"]
+    assert json.loads((encoder / "config.json").read_text())["architectures"] == ["RANModel"]
+
+    text = "the long document model reads every word of the dogs sat on a mat . " * 12
+    jobs = [["mlm", "AutoModelForMaskedLM", str(mlm), ["logits"]],
+            ["encoder", "AutoModel", str(encoder), ["last_hidden_state", "pooler_output"]]]
+    run_without_ran_hf(CONVERTED_SCRIPT, [json.dumps(jobs), text], tmp_path)
+    report = json.loads((tmp_path / "report.json").read_text())
+    outputs = torch.load(tmp_path / "outputs.pt")
+    assert report.pop("ran_hf_imported") is False
+    in_process = {"mlm": RANForMaskedLM.from_pretrained(mlm).eval(),
+                  "encoder": RANModel.from_pretrained(encoder).eval()}
+    for key, _, path, names in jobs:
+        assert report[key]["module"].startswith("transformers_modules."), report[key]
+        assert report[key]["class"] == type(in_process[key]).__name__
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        assert report[key]["tokenizer"] == type(tokenizer).__name__ and tokenizer.is_fast
+        assert report[key]["inputs"] == ["attention_mask", "input_ids"]  # no token_type_ids
+        batch = tokenizer([text, text[: len(text) // 3]], padding=True, return_tensors="pt")
+        assert torch.equal(outputs[key]["input_ids"], batch["input_ids"]) and batch["input_ids"].shape[1] > 100
+        with torch.no_grad():
+            expected = in_process[key](**batch)
+        for name in names:
+            torch.testing.assert_close(outputs[key][name], getattr(expected, name), rtol=0, atol=0)
+
+
+def test_converter_keeps_the_pooler_of_a_masked_lm_checkpoint(tmp_path):
+    """A released checkpoint with both the masked-LM head and the cell pooler: the masked LM loads every weight it
+    has, and `AutoModel` of the same directory gets the authors' pooler rather than a fresh one."""
+    released = {}
+    for name in ("fixture_encoder.npz", "fixture_mlm.npz"):  # the same config: the pooler of one, the head of the other
+        fixture = np.load(os.path.join(FIXTURES, name))
+        released.update({r: fixture[key] for key, _, r in json.loads(str(fixture["weight_names_json"]))})
+        meta = json.loads(str(fixture["config_json"]))
+    np.savez(tmp_path / "released.npz", **released)
+    (tmp_path / "config.json").write_text(json.dumps(meta["config"]))
+    out = tmp_path / "model"
+    convert_main(["--checkpoint", str(tmp_path / "released.npz"), "--config", str(tmp_path / "config.json"),
+                  "--output", str(out)])
+    _, info = RANForMaskedLM.from_pretrained(out, output_loading_info=True)
+    assert not info["missing_keys"]
+    encoder, info = RANModel.from_pretrained(out, output_loading_info=True)
+    assert not info["missing_keys"]
+    kernel = released["rannet/output-pooling-dense/kernel"]
+    torch.testing.assert_close(encoder.pooler.pooling_dense.weight, torch.from_numpy(kernel.T.copy()))

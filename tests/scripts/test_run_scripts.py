@@ -8,6 +8,7 @@ import json
 import random
 import shutil
 
+import datasets
 import numpy as np
 import pytest
 import torch
@@ -359,7 +360,7 @@ def test_classification_default_job_data(tmp_path):
     results = run_classification.main([
         "--output_dir", str(out), "--max_train_samples", "40", "--max_predict_samples", "12", "--max_length", "1024",
         "--max_steps", "2", "--per_device_train_batch_size", "4", *TINY])
-    assert results["labels"] == ["0", "1"]
+    assert results["labels"] == ["not-hyperpartisan", "hyperpartisan"]  # values 0 and 1, named by --class_names
     assert results["test"]["test_samples"] == 12
     assert "Hyperpartisan" in (out / "README.md").read_text()
     # the shipped vocabulary, not one trained at run time (a trained one differs from run to run)
@@ -545,3 +546,197 @@ def test_model_type_is_not_a_flag_of_the_product_scripts(data_dir, tmp_path):
                        (run_mlm.main, str(tmp_path / "x.txt")), (run_clm.main, str(tmp_path / "x.txt"))]:
         with pytest.raises(ValueError, match=r"not used by the HfArgumentParser: \['--model_type', 'bert'\]"):
             main(["--train_file", data, "--output_dir", str(tmp_path / "o"), "--model_type", "bert", *TINY])
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# after training: label names, predicting on unlabelled documents, --dataset_name
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def int_label_classifier(data_dir, tmp_path_factory):
+    """A tiny classifier trained on a csv whose labels are ints, named with --class_names."""
+    out = tmp_path_factory.mktemp("named") / "cls"
+    results = run_classification.main([
+        "--train_file", str(data_dir / "train.csv"), "--output_dir", str(out), "--num_train_epochs", "1",
+        "--validation_split_percentage", "0", "--class_names", "0=sports,1=politics,2=science", *TINY])
+    return out, results
+
+
+def unlabelled_rows(n, seed):
+    return [{"text": row["text"]} for row in classification_rows(n, seed)]
+
+
+def test_saved_classifier_names_its_labels_for_pipeline(int_label_classifier):
+    from transformers import pipeline
+
+    out, results = int_label_classifier
+    assert results["labels"] == ["sports", "politics", "science"]  # in the order of the values 0, 1, 2
+    config = json.loads((out / "config.json").read_text())
+    assert config["id2label"] == {"0": "sports", "1": "politics", "2": "science"}
+    assert config["label2id"] == {"sports": 0, "politics": 1, "science": 2}
+    classifier = pipeline("text-classification", model=str(out), device="cpu")
+    predicted = classifier(["goal team match " * 200, "vote senate"], top_k=None)
+    assert [sorted(d["label"] for d in row) for row in predicted] == [sorted(TOPICS)] * 2
+    assert all(sum(d["score"] for d in row) == pytest.approx(1.0, abs=1e-5) for row in predicted)
+    card = (out / "README.md").read_text()
+    assert f'pipeline("text-classification", model="{out}")' in card
+    assert f"--model_name_or_path {out} --do_predict --test_file new.jsonl" in card
+
+
+def test_class_names_must_name_every_training_label(data_dir, tmp_path):
+    with pytest.raises(ValueError, match=r"--class_names names the values \['0', '1'\] but not.*\['2'\]"):
+        run_classification.main(["--train_file", str(data_dir / "train.csv"), "--output_dir", str(tmp_path / "o"),
+                                 "--class_names", "0=sports,1=politics", *TINY])
+    with pytest.raises(ValueError, match="--class_names: 'sports' is not 'value=name'"):
+        run_classification.main(["--train_file", str(data_dir / "train.csv"), "--output_dir", str(tmp_path / "o"),
+                                 "--class_names", "sports", *TINY])
+
+
+def test_predict_on_documents_without_labels(int_label_classifier, tmp_path, capsys):
+    out, _ = int_label_classifier
+    new = write_jsonl(tmp_path / "new.jsonl", unlabelled_rows(5, 11))
+    predicted_dir = tmp_path / "predicted"
+    results = run_classification.main(["--model_name_or_path", str(out), "--do_predict", "--test_file", new,
+                                       "--output_dir", str(predicted_dir), *TINY])
+    assert "test" not in results and results["predict"] == {"predict_samples": 5, "labelled": False}
+    assert "no test metrics are computed" in capsys.readouterr().out  # the log says so
+    assert not (predicted_dir / "test_results.json").exists()
+    rows = [json.loads(line) for line in (predicted_dir / "test_predictions.jsonl").read_text().splitlines()]
+    assert [r["line"] for r in rows] == [1, 2, 3, 4, 5]
+    assert all("label" not in r and r["prediction"] in TOPICS for r in rows)
+    assert all(set(r["probabilities"]) == set(TOPICS) for r in rows)
+    assert all(r["prediction"] == max(r["probabilities"], key=r["probabilities"].get) for r in rows)
+    assert all(sum(r["probabilities"].values()) == pytest.approx(1.0, abs=1e-4) for r in rows)
+
+    # the same documents with labels: metrics, and the same predictions with the gold labels next to them
+    labelled = write_jsonl(tmp_path / "labelled.jsonl", [{**row, "label": "sports"} for row in unlabelled_rows(5, 11)])
+    results = run_classification.main(["--model_name_or_path", str(out), "--do_predict", "--test_file", labelled,
+                                       "--output_dir", str(tmp_path / "scored"), *TINY])
+    assert results["test"]["test_samples"] == 5 and 0.0 <= results["test"]["test_accuracy"] <= 1.0
+    scored = [json.loads(line) for line in (tmp_path / "scored" / "test_predictions.jsonl").read_text().splitlines()]
+    assert [r["label"] for r in scored] == ["sports"] * 5
+    assert [r["prediction"] for r in scored] == [r["prediction"] for r in rows]
+
+    # labels on some documents only is an error, not a silent mix
+    mixed = write_jsonl(tmp_path / "mixed.jsonl", [{"text": "goal team", "label": "sports"}, {"text": "vote"}])
+    with pytest.raises(ValueError, match=r"mixed\.jsonl': field 'label' is on line 1 but not on line 2"):
+        run_classification.main(["--model_name_or_path", str(out), "--do_predict", "--test_file", mixed,
+                                 "--output_dir", str(tmp_path / "m"), *TINY])
+
+
+def save_dataset_dict(path, splits, class_label=True):
+    """A DatasetDict folder (`save_to_disk`) of {split: rows}; with `class_label` the label a ClassLabel of the
+    topics."""
+    def dataset(rows):
+        if not rows:  # an empty split with the columns
+            return datasets.Dataset.from_dict({"text": [], "label": []}, features=datasets.Features(
+                {"text": datasets.Value("string"), "label": datasets.Value("string")}))
+        if not class_label or "label" not in rows[0]:
+            return datasets.Dataset.from_list(rows)
+        features = datasets.Features({name: datasets.ClassLabel(names=list(TOPICS)) if name == "label" else
+                                      datasets.Value("string") for name in rows[0]})
+        return datasets.Dataset.from_list([{**row, "label": list(TOPICS).index(row["label"])} for row in rows],
+                                          features=features)
+
+    datasets.DatasetDict({split: dataset(rows) for split, rows in splits.items()}).save_to_disk(str(path))
+    return str(path)
+
+
+def test_classification_from_a_saved_dataset_folder(tmp_path):
+    rows = [{"text": row["text"], "label": row["label"]} for row in classification_rows(36, 0)]
+    folder = save_dataset_dict(tmp_path / "topics", {"train": rows[:24], "validation": rows[24:30],
+                                                      "test": rows[30:]})
+    out = tmp_path / "cls"
+    results = run_classification.main(["--dataset_name", folder, "--output_dir", str(out), "--num_train_epochs",
+                                       "1", *TINY])
+    assert results["labels"] == list(TOPICS)  # the ClassLabel's names, in its id order
+    assert results["test"]["test_samples"] == 6 and "eval" in results
+    assert json.loads((out / "config.json").read_text())["id2label"] == {str(i): t for i, t in enumerate(TOPICS)}
+    assert f"Dataset `{folder}`" in (out / "README.md").read_text()
+
+    # a test split without labels is predicted: no label column, or a ClassLabel of -1 ("no label", as on the Hub)
+    no_column = save_dataset_dict(tmp_path / "new", {"test": unlabelled_rows(4, 12)})
+    features = datasets.Features({"text": datasets.Value("string"), "label": datasets.ClassLabel(names=list(TOPICS))})
+    minus_one = str(tmp_path / "minus_one")
+    datasets.DatasetDict({"test": datasets.Dataset.from_list([{**row, "label": -1} for row in unlabelled_rows(4, 12)],
+                                                             features=features)}).save_to_disk(minus_one)
+    for folder in (no_column, minus_one):
+        results = run_classification.main(["--model_name_or_path", str(out), "--dataset_name", folder,
+                                           "--output_dir", str(tmp_path / "predicted"), *TINY])
+        assert results["predict"]["predict_samples"] == 4 and "test" not in results
+        lines = (tmp_path / "predicted" / "test_predictions.jsonl").read_text().splitlines()
+        assert [json.loads(line)["prediction"] in TOPICS for line in lines] == [True] * 4
+
+
+def test_dataset_name_errors(tmp_path):
+    rows = [{"text": "goal team", "label": "sports"}, {"text": "vote senate", "label": "politics"}]
+    args = ["--output_dir", str(tmp_path / "o"), *TINY]
+    no_text = save_dataset_dict(tmp_path / "no_text", {"train": [{"body": r["text"], "label": r["label"]}
+                                                                 for r in rows]})
+    with pytest.raises(ValueError, match=r"no_text\[train\]', line 1: no field 'text'.*--text_column_name"):
+        run_classification.main(["--dataset_name", no_text, *args])
+    no_label = save_dataset_dict(tmp_path / "no_label", {"train": [{"text": r["text"]} for r in rows]})
+    with pytest.raises(ValueError, match=r"no_label\[train\]', line 1: no field 'label'.*--label_column_name"):
+        run_classification.main(["--dataset_name", no_label, *args])
+    bad_label = save_dataset_dict(tmp_path / "bad_label", {"train": [{"text": "goal", "label": 0.5},
+                                                                    {"text": "vote", "label": 1.0}]},
+                                  class_label=False)
+    with pytest.raises(ValueError, match=r"bad_label\[train\]', line 1: label 0.5 is not a class"):
+        run_classification.main(["--dataset_name", bad_label, *args])
+    empty = save_dataset_dict(tmp_path / "empty", {"train": rows, "test": []}, class_label=False)
+    with pytest.raises(ValueError, match=r"empty': split 'test' holds no records"):
+        run_classification.main(["--dataset_name", empty, *args])
+    files = tmp_path / "files"
+    files.mkdir()
+    write_jsonl(files / "train.jsonl", rows)
+    write_jsonl(files / "test.jsonl", [])
+    with pytest.raises(ValueError, match=r"files': a split holds no records"):
+        run_classification.main(["--dataset_name", str(files), *args])
+    other = save_dataset_dict(tmp_path / "other", {"training": rows}, class_label=False)
+    with pytest.raises(ValueError, match=r"has the splits \['training'\], none of them"):
+        run_classification.main(["--dataset_name", other, *args])
+    with pytest.raises(ConnectionError, match=r"--dataset_name 'someone/not_here': no such local folder, and the Hub "
+                                              r"cannot be reached"):
+        run_classification.main(["--dataset_name", "someone/not_here", *args])  # offline (conftest)
+    with pytest.raises(ValueError, match="--dataset_name replaces --train_file"):
+        run_classification.main(["--dataset_name", other, "--train_file", "x.jsonl", *args])
+
+
+def test_ner_predicts_words_without_tags_and_names_its_tags(data_dir, tmp_path, capsys):
+    from transformers import pipeline
+
+    out = tmp_path / "ner"
+    results = run_ner.main(["--train_file", str(data_dir / "ner_train.txt"), "--output_dir", str(out),
+                            "--num_train_epochs", "1", "--per_device_train_batch_size", "4", *TINY])
+    tags = set(results["labels"])
+    assert set(json.loads((out / "config.json").read_text())["id2label"].values()) == tags
+    tagger = pipeline("token-classification", model=str(out), device="cpu")
+    tokens = tagger("John Smith visited Paris . " * 40, ignore_labels=[])  # every word piece with its tag name
+    assert len(tokens) >= 200 and {t["entity"] for t in tokens} <= tags
+    assert isinstance(tagger("John Smith flew to Paris.", aggregation_strategy="simple"), list)  # the card's call
+    card = (out / "README.md").read_text()
+    assert f'pipeline("token-classification", model="{out}")' in card
+    assert f"--model_name_or_path {out} --do_predict --test_file new.txt" in card
+
+    # the test file without its tag column: the words of each document, in their sentences
+    words_only = tmp_path / "new.txt"
+    lines = (data_dir / "ner_test.txt").read_text().splitlines()
+    words_only.write_text("\n".join(line.split()[0] if line.strip() else "" for line in lines) + "\n")
+    capsys.readouterr()
+    results = run_ner.main(["--model_name_or_path", str(out), "--do_predict", "--test_file", str(words_only),
+                            "--output_dir", str(tmp_path / "predicted"), *TINY])
+    assert "test" not in results and results["predict"] == {"predict_documents": 3, "labelled": False}
+    assert "no test metrics are computed" in capsys.readouterr().out
+    predicted = (tmp_path / "predicted" / "test_predictions.txt").read_text().splitlines()
+    assert predicted.count("-DOCSTART- O") == 3  # the columns of the words below it
+    rows = [line.split() for line in predicted if line and not line.startswith("-DOCSTART-")]
+    expected_words = [line.split()[0] for line in lines if line.strip() and not line.startswith("-DOCSTART-")]
+    assert [row[0] for row in rows] == expected_words  # every word, in order, sentences kept
+    assert all(len(row) == 2 and row[1] in tags for row in rows)
+    assert predicted.count("") == lines.count("")  # a blank line after each -DOCSTART- and each sentence, as read
+
+    mixed = tmp_path / "mixed.txt"
+    mixed.write_text("-DOCSTART- -X- -X- O\n\nRome NNP B-NP B-LOC\nis\n")
+    with pytest.raises(ValueError, match=r"mixed\.txt': line 3 has a tag column but line 4 has only the word"):
+        run_ner.read_conll(mixed, "test_file", allow_untagged=True)
