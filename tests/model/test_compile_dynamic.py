@@ -1,7 +1,8 @@
 """`torch.compile(model, dynamic=True)`: Dynamo traces every float attribute (norm eps, dropout p, attention
 scaling) as a symbolic float, which `torch._higher_order_ops.while_loop` does not take into its body in torch 2.13,
-so the cell chain runs as a Python loop outside the graph there (`run_chain_while_loop`). Checked with the `eager`
-backend: the outputs equal the uncompiled model's at several lengths."""
+so the cell chain runs as a Python loop between compiled graphs there (`run_chain_while_loop`); the graphs around it
+are dynamic in the number of windows. Checked with the `eager` backend: the outputs equal the uncompiled model's at
+two lengths, and the second length runs without a recompilation."""
 
 import pytest
 import torch
@@ -38,8 +39,6 @@ def test_dynamic_compile_gives_the_eager_outputs_at_two_lengths(one_thread):
             torch.testing.assert_close(got.pooler_output, expected.pooler_output, atol=1e-5, rtol=0)
 
 
-@pytest.mark.xfail(strict=True, reason="the graph after the chain's graph break specializes on the number of "
-                                       "windows: one recompilation per new number of windows (torch 2.13)")
 def test_dynamic_compile_serves_a_second_length_without_recompiling(one_thread):
     model = randomize(RANModel(config())).eval()
     compiled = torch.compile(model, backend="eager", dynamic=True)
