@@ -27,7 +27,12 @@ DOCUMENTS = [
 def make_tiny_sentence_encoder(path) -> str:
     """A 1-layer, 16-wide BERT with a character WordPiece vocabulary, saved as a sentence-transformers model folder
     (Transformer, mean Pooling, Normalize). Returns the folder."""
-    from sentence_transformers import SentenceTransformer, models
+    from sentence_transformers import SentenceTransformer
+
+    try:
+        from sentence_transformers.sentence_transformer import modules as models
+    except ImportError:  # sentence-transformers before 6
+        from sentence_transformers import models
 
     path.mkdir(parents=True, exist_ok=True)
     characters = string.ascii_lowercase + string.digits + string.punctuation

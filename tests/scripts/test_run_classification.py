@@ -1,11 +1,9 @@
-"""End-to-end tests of the Trainer-based scripts in `run_scripts/` on tiny synthetic data (written to tmp dirs; no
-real corpus is read except the shipped Hyperpartisan files): every script runs through `main(argv)` in-process with a
-tiny RAN, its output directory reloads with `AutoModelFor*` / `AutoTokenizer` and predicts, and bad input fails with
-a clear error."""
+# Copyright 2026 The ran_hf authors. Licensed under the Apache License, Version 2.0.
+"""run_classification.py end to end on tiny synthetic data: training from scratch and from a checkpoint, resuming,
+multi-label, the shipped Hyperpartisan job's data, clear errors on bad files, label names, predicting on unlabelled
+documents and --dataset_name."""
 
-import gzip
 import json
-import random
 import shutil
 
 import datasets
@@ -14,153 +12,19 @@ import pytest
 import torch
 from safetensors.torch import load_file
 from transformers import (
-    AutoModelForCausalLM,
     AutoModelForMaskedLM,
     AutoModelForSequenceClassification,
-    AutoModelForTokenClassification,
     AutoTokenizer,
     TrainerControl,
     TrainerState,
 )
 
-from run_scripts import run_classification, run_clm, run_mlm, run_ner, train_tokenizer
-from run_scripts.helpers import data_files, language_modeling, reports, tokenizer as tokenizer_helpers, trainer_setup
-
-
-TINY = ["--hidden_size", "16", "--num_hidden_layers", "1", "--num_attention_heads", "2", "--attention_head_size", "8",
-        "--window_size", "16", "--min_window_size", "4", "--tokenizer_vocab_size", "300", "--tokenizer_min_frequency",
-        "1", "--hidden_dropout_prob", "0", "--attention_probs_dropout_prob", "0", "--torch_threads", "1",
-        "--use_cpu", "--report_to", "none", "--disable_tqdm", "True", "--logging_steps", "1",
-        "--dataloader_pin_memory", "False"]
+from run_scripts import run_classification, run_mlm
+from run_scripts.helpers import data_files, reports, trainer_setup
+from script_data import TINY, TOPICS, document, write_jsonl, classification_rows, data_dir  # noqa: F401 (data_dir: a fixture)
 
 
 pytestmark = pytest.mark.usefixtures("restore_script_globals")
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# synthetic data
-# ---------------------------------------------------------------------------------------------------------------------
-
-TOPICS = {
-    "sports": "match goal team coach league score season player win stadium".split(),
-    "politics": "vote senate election party law minister policy debate campaign bill".split(),
-    "science": "atom cell energy theory experiment molecule data lab physics gene".split(),
-}
-FILLER = "the a of and to in is that it was for on with as by".split()
-
-
-def document(rng, topic, n_words):
-    words = [rng.choice(TOPICS[topic]) if rng.random() < 0.5 else rng.choice(FILLER) for _ in range(n_words)]
-    return " ".join(words).capitalize() + "."
-
-
-def write_jsonl(path, rows):
-    opener = gzip.open if str(path).endswith(".gz") else open
-    with opener(path, "wt", encoding="utf-8") as f:
-        for row in rows:
-            f.write(json.dumps(row) + "\n")
-    return str(path)
-
-
-def classification_rows(n, seed, multi=False, long_every=0):
-    rng = random.Random(seed)
-    rows = []
-    for i in range(n):
-        topics = list(TOPICS)
-        if multi:
-            labels = sorted(rng.sample(topics, rng.choice([1, 2])))
-            text = " ".join(document(rng, t, rng.randint(10, 40)) for t in labels)
-            rows.append({"id": i, "text": text, "label": labels})
-        else:
-            topic = topics[i % 3]
-            n_words = 700 if long_every and i % long_every == 0 else rng.randint(15, 80)
-            rows.append({"id": i, "text": document(rng, topic, n_words), "label": topic})
-    return rows
-
-
-@pytest.fixture(scope="module")
-def data_dir(tmp_path_factory):
-    d = tmp_path_factory.mktemp("run_scripts_data")
-    write_jsonl(d / "train.jsonl.gz", classification_rows(36, 0, long_every=9))
-    write_jsonl(d / "test.jsonl", classification_rows(12, 1, long_every=4))
-    write_jsonl(d / "multi_train.jsonl", classification_rows(30, 2, multi=True))
-    write_jsonl(d / "multi_test.jsonl", classification_rows(9, 3, multi=True))
-    with open(d / "train.csv", "w", encoding="utf-8") as f:
-        f.write("text,label\n")
-        for row in classification_rows(24, 4):
-            f.write(f"\"{row['text']}\",{list(TOPICS).index(row['label'])}\n")
-    with open(d / "test.csv", "w", encoding="utf-8") as f:
-        f.write("text,label\n")
-        for row in classification_rows(6, 5):
-            f.write(f"\"{row['text']}\",{list(TOPICS).index(row['label'])}\n")
-    rng = random.Random(6)
-    with open(d / "corpus.txt", "w", encoding="utf-8") as f:
-        for i in range(60):
-            f.write(document(rng, list(TOPICS)[i % 3], rng.randint(10, 60)) + "\n")
-            if i % 10 == 9:
-                f.write("\n")
-    write_conll(d / "ner_train.txt", 8, seed=7)
-    write_conll(d / "ner_valid.txt", 3, seed=8)
-    write_conll(d / "ner_test.txt", 3, seed=9)
-    return d
-
-
-NAMES = {"PER": [["John", "Smith"], ["Maria"], ["Ali", "Khan"]], "LOC": [["Paris"], ["New", "York"], ["Berlin"]],
-         "ORG": [["Acme", "Corp"], ["United", "Nations"]], "MISC": [["German"], ["Olympic"]]}
-
-
-def conll_sentence(rng):
-    rows = []
-    for _ in range(rng.randint(3, 6)):
-        if rng.random() < 0.4:
-            kind = rng.choice(list(NAMES))
-            for j, word in enumerate(rng.choice(NAMES[kind])):
-                rows.append(f"{word} NNP I-NP {'B' if j == 0 else 'I'}-{kind}")
-        else:
-            rows.append(f"{rng.choice(FILLER)} DT B-NP O")
-    rows.append(". . O O")
-    return rows
-
-
-def write_conll(path, n_docs, seed):
-    rng = random.Random(seed)
-    lines = []
-    for _ in range(n_docs):
-        lines += ["-DOCSTART- -X- -X- O", ""]
-        for _ in range(rng.randint(3, 8)):
-            lines += conll_sentence(rng) + [""]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return str(path)
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# tokenizer
-# ---------------------------------------------------------------------------------------------------------------------
-
-
-def test_train_tokenizer(data_dir, tmp_path):
-    out = tmp_path / "tok"
-    train_tokenizer.main(["--train_files", str(data_dir / "corpus.txt"), str(data_dir / "train.jsonl.gz"),
-                          "--vocab_size", "300", "--output_dir", str(out)])
-    tok = AutoTokenizer.from_pretrained(out)
-    assert [tok.convert_tokens_to_ids(t) for t in ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]] == [0, 1, 2, 3, 4]
-    assert tok.pad_token_id == 0 and tok.mask_token == "[MASK]"
-    assert tok.model_max_length > 10**9  # no 512 cap
-    ids = tok("Goal " * 3000)["input_ids"]
-    assert len(ids) == 3002 and ids[0] == tok.cls_token_id and ids[-1] == tok.sep_token_id
-    assert tok.decode(tok("The TEAM Won")["input_ids"], skip_special_tokens=True) == "the team won"
-    assert (out / "README.md").is_file()
-
-
-def test_wordpiece_cased_option():
-    tok = tokenizer_helpers.train_wordpiece_tokenizer(["Paris Paris London London"] * 3, vocab_size=100, lowercase=False)
-    assert tok.convert_ids_to_tokens(tok("Paris")["input_ids"])[1:-1] != tok.convert_ids_to_tokens(
-        tok("paris")["input_ids"])[1:-1]
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# classification
-# ---------------------------------------------------------------------------------------------------------------------
 
 
 def test_classification_from_scratch(data_dir, tmp_path, capsys):
@@ -369,107 +233,8 @@ def test_classification_default_job_data(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# causal LM
-# ---------------------------------------------------------------------------------------------------------------------
-
-
-def test_clm(data_dir, tmp_path):
-    out = tmp_path / "clm"
-    results = run_clm.main(["--train_file", str(data_dir / "corpus.txt"), "--output_dir", str(out),
-                            "--block_size", "64", "--per_device_train_batch_size", "4", "--num_train_epochs", "1",
-                            "--validation_split_percentage", "20", *TINY])
-    ppl = results["eval"]["perplexity"]
-    assert np.isfinite(ppl) and ppl == pytest.approx(np.exp(results["eval"]["eval_loss"]))
-    tok = AutoTokenizer.from_pretrained(out)
-    model = AutoModelForCausalLM.from_pretrained(out).eval()
-    assert model.config.is_decoder and model.config.eos_token_id == tok.sep_token_id
-    assert model.config.use_cache  # saved for generation (Trainer turns it off while training)
-    prompt = tok("the team", add_special_tokens=False, return_tensors="pt")
-    generated = model.generate(**prompt, max_new_tokens=5, do_sample=False, pad_token_id=tok.pad_token_id)
-    assert generated.shape[1] <= prompt["input_ids"].shape[1] + 5
-    assert "perplexity" in (out / "README.md").read_text()
-
-
-def test_lm_text_field_errors(tmp_path):
-    path = write_jsonl(tmp_path / "lm.jsonl", [{"text": "a b c"}, {"body": "d e f"}])
-    with pytest.raises(ValueError, match=r"lm\.jsonl', line 2: no field 'text'.*--text_column_name"):
-        run_clm.main(["--train_file", path, "--output_dir", str(tmp_path / "o"), *TINY])
-    with pytest.raises(ValueError, match=r"lm\.jsonl', line 1: no field 'body'"):
-        run_mlm.main(["--train_file", path, "--text_column_name", "body", "--output_dir", str(tmp_path / "o"), *TINY])
-
-
-def test_group_into_blocks():
-    blocks = language_modeling.group_into_blocks([[5, 6, 7], [8, 9]], block_size=3, separator=[3])
-    assert blocks == [[5, 6, 7], [3, 8, 9]]  # the 1-token tail [3] is dropped
-    assert language_modeling.group_into_blocks([[5, 6, 7, 8, 9]], block_size=3) == [[5, 6, 7], [8, 9]]
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# NER
-# ---------------------------------------------------------------------------------------------------------------------
-
-
-def test_read_conll_keeps_documents_whole(data_dir):
-    docs = run_ner.read_conll(data_dir / "ner_train.txt", "train_file")
-    assert len(docs) == 8  # one example per -DOCSTART- document
-    assert all(len(d["sentence_lengths"]) >= 3 and sum(d["sentence_lengths"]) == len(d["words"]) for d in docs)
-    sentences = run_ner.read_conll(data_dir / "ner_train.txt", "train_file", document_level=False)
-    assert len(sentences) == sum(len(d["sentence_lengths"]) for d in docs)
-
-
-def test_label_alignment_first_piece():
-    tok = tokenizer_helpers.train_wordpiece_tokenizer(["Ab cd", "Abcdef"] * 5, vocab_size=40, min_frequency=1,
-                                              lowercase=False)
-    example = {"words": ["Abfed", "cd", "\x00"], "tags": ["B-PER", "O", "O"], "sentence_lengths": [3]}
-    ds, lengths, cut = run_ner.tokenize_and_align([example], tok, {"O": 0, "B-PER": 1}, None)
-    labels, ids = ds[0]["labels"], ds[0]["input_ids"]
-    assert labels[0] == -100 and labels[-1] == -100  # [CLS], [SEP]
-    assert [x for x in labels if x != -100] == [1, 0, 0]  # one label per word, the unpieceable word kept as [UNK]
-    assert len(ids) > 5 and labels[1] == 1 and labels[2] == -100  # "Abfed" (unseen) has several pieces: only the
-    # first is labelled
-    assert tok.unk_token_id in ids and cut == 0
-
-
-def test_ner(data_dir, tmp_path, capsys):
-    out = tmp_path / "ner"
-    results = run_ner.main(["--train_file", str(data_dir / "ner_train.txt"),
-                            "--validation_file", str(data_dir / "ner_valid.txt"),
-                            "--test_file", str(data_dir / "ner_test.txt"), "--output_dir", str(out),
-                            "--num_train_epochs", "2", "--per_device_train_batch_size", "2", *TINY])
-    assert set(results["labels"]) == {"O", "B-PER", "I-PER", "B-LOC", "I-LOC", "B-ORG", "I-ORG", "B-MISC"}
-    for key in ("test_precision", "test_recall", "test_f1", "test_accuracy"):
-        assert 0.0 <= results["test"][key] <= 1.0
-    assert results["test"]["test_documents"] == 3
-    assert "precision" in capsys.readouterr().out
-    predictions = (out / "test_predictions.txt").read_text()
-    assert predictions.count("-DOCSTART-") == 3
-    assert "test" in (out / "README.md").read_text() and "f1" in (out / "README.md").read_text()
-
-    tok = AutoTokenizer.from_pretrained(out)
-    model = AutoModelForTokenClassification.from_pretrained(out).eval()
-    enc = tok(["John", "Smith", "visited", "Paris", "."] * 50, is_split_into_words=True, return_tensors="pt")
-    with torch.no_grad():
-        logits = model(**enc).logits
-    assert logits.shape == (1, enc["input_ids"].shape[1], len(results["labels"]))
-
-
-# ---------------------------------------------------------------------------------------------------------------------
 # bad input
 # ---------------------------------------------------------------------------------------------------------------------
-
-
-def test_missing_file_errors(tmp_path):
-    missing = str(tmp_path / "nope.jsonl")
-    with pytest.raises(FileNotFoundError, match="nope.jsonl"):
-        run_classification.main(["--train_file", missing, "--output_dir", str(tmp_path / "o"), *TINY])
-    with pytest.raises(FileNotFoundError, match="nope.txt"):
-        run_mlm.main(["--train_file", str(tmp_path / "nope.txt"), "--output_dir", str(tmp_path / "o"), *TINY])
-    with pytest.raises(FileNotFoundError, match="nope.txt"):
-        run_clm.main(["--train_file", str(tmp_path / "nope.txt"), "--output_dir", str(tmp_path / "o"), *TINY])
-    with pytest.raises(FileNotFoundError, match="conll.txt"):
-        run_ner.main(["--train_file", str(tmp_path / "conll.txt"), "--output_dir", str(tmp_path / "o"), *TINY])
-    with pytest.raises(FileNotFoundError, match="x.txt"):
-        train_tokenizer.main(["--train_files", str(tmp_path / "x.txt"), "--output_dir", str(tmp_path / "t")])
 
 
 @pytest.mark.parametrize("drop, flag", [("text", "--text_column_name"), ("label", "--label_column_name")])
@@ -520,32 +285,6 @@ def test_bad_json_and_unknown_format(tmp_path):
     other.write_text("x")
     with pytest.raises(ValueError, match="unknown file type"):
         run_classification.main(["--train_file", str(other), "--output_dir", str(tmp_path / "o"), *TINY])
-
-
-def test_conll_errors(data_dir, tmp_path):
-    bad_tag = tmp_path / "test.txt"
-    bad_tag.write_text("-DOCSTART- -X- -X- O\n\nRome NNP B-NP B-CITY\n\n")
-    with pytest.raises(ValueError, match=r"tag\(s\) never seen in the training data: 'B-CITY'"):
-        run_ner.main(["--train_file", str(data_dir / "ner_train.txt"), "--test_file", str(bad_tag),
-                      "--output_dir", str(tmp_path / "o"), *TINY])
-    one_column = tmp_path / "one.txt"
-    one_column.write_text("-DOCSTART- -X- -X- O\n\nRome\n")
-    with pytest.raises(ValueError, match=r"one\.txt', line 3: expected at least two"):
-        run_ner.read_conll(one_column, "train_file")
-    empty_doc = tmp_path / "emptydoc.txt"
-    empty_doc.write_text("-DOCSTART- -X- -X- O\n\nRome NNP B-NP B-LOC\n\n-DOCSTART- -X- -X- O\n\n"
-                         "-DOCSTART- -X- -X- O\n\nParis NNP B-NP B-LOC\n")
-    with pytest.raises(ValueError, match=r"emptydoc\.txt': empty document .* line\(s\) 5\."):
-        run_ner.read_conll(empty_doc, "train_file")
-    assert len(run_ner.read_conll(empty_doc, "train_file", skip_empty=True)) == 2
-
-
-def test_model_type_is_not_a_flag_of_the_product_scripts(data_dir, tmp_path):
-    """The BERT peer of the pretraining study is trained by research/pretraining, not by the product scripts."""
-    for main, data in [(run_classification.main, str(data_dir / "train.jsonl.gz")),
-                       (run_mlm.main, str(tmp_path / "x.txt")), (run_clm.main, str(tmp_path / "x.txt"))]:
-        with pytest.raises(ValueError, match=r"not used by the HfArgumentParser: \['--model_type', 'bert'\]"):
-            main(["--train_file", data, "--output_dir", str(tmp_path / "o"), "--model_type", "bert", *TINY])
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -701,42 +440,3 @@ def test_dataset_name_errors(tmp_path):
         run_classification.main(["--dataset_name", "someone/not_here", *args])  # offline (conftest)
     with pytest.raises(ValueError, match="--dataset_name replaces --train_file"):
         run_classification.main(["--dataset_name", other, "--train_file", "x.jsonl", *args])
-
-
-def test_ner_predicts_words_without_tags_and_names_its_tags(data_dir, tmp_path, capsys):
-    from transformers import pipeline
-
-    out = tmp_path / "ner"
-    results = run_ner.main(["--train_file", str(data_dir / "ner_train.txt"), "--output_dir", str(out),
-                            "--num_train_epochs", "1", "--per_device_train_batch_size", "4", *TINY])
-    tags = set(results["labels"])
-    assert set(json.loads((out / "config.json").read_text())["id2label"].values()) == tags
-    tagger = pipeline("token-classification", model=str(out), device="cpu")
-    tokens = tagger("John Smith visited Paris . " * 40, ignore_labels=[])  # every word piece with its tag name
-    assert len(tokens) >= 200 and {t["entity"] for t in tokens} <= tags
-    assert isinstance(tagger("John Smith flew to Paris.", aggregation_strategy="simple"), list)  # the card's call
-    card = (out / "README.md").read_text()
-    assert f'pipeline("token-classification", model="{out}")' in card
-    assert f"--model_name_or_path {out} --do_predict --test_file new.txt" in card
-
-    # the test file without its tag column: the words of each document, in their sentences
-    words_only = tmp_path / "new.txt"
-    lines = (data_dir / "ner_test.txt").read_text().splitlines()
-    words_only.write_text("\n".join(line.split()[0] if line.strip() else "" for line in lines) + "\n")
-    capsys.readouterr()
-    results = run_ner.main(["--model_name_or_path", str(out), "--do_predict", "--test_file", str(words_only),
-                            "--output_dir", str(tmp_path / "predicted"), *TINY])
-    assert "test" not in results and results["predict"] == {"predict_documents": 3, "labelled": False}
-    assert "no test metrics are computed" in capsys.readouterr().out
-    predicted = (tmp_path / "predicted" / "test_predictions.txt").read_text().splitlines()
-    assert predicted.count("-DOCSTART- O") == 3  # the columns of the words below it
-    rows = [line.split() for line in predicted if line and not line.startswith("-DOCSTART-")]
-    expected_words = [line.split()[0] for line in lines if line.strip() and not line.startswith("-DOCSTART-")]
-    assert [row[0] for row in rows] == expected_words  # every word, in order, sentences kept
-    assert all(len(row) == 2 and row[1] in tags for row in rows)
-    assert predicted.count("") == lines.count("")  # a blank line after each -DOCSTART- and each sentence, as read
-
-    mixed = tmp_path / "mixed.txt"
-    mixed.write_text("-DOCSTART- -X- -X- O\n\nRome NNP B-NP B-LOC\nis\n")
-    with pytest.raises(ValueError, match=r"mixed\.txt': line 3 has a tag column but line 4 has only the word"):
-        run_ner.read_conll(mixed, "test_file", allow_untagged=True)
