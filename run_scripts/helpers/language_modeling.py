@@ -294,8 +294,9 @@ def write_card(training_args, data_args, data, model, results, tokenizer_source,
         title, auto_class, tags = "RAN causal language model", "AutoModelForCausalLM", ["text-generation"]
         description = ("A causal Recurrent Attention Network (RAN, Li et al., ACL 2023) language model trained on "
                        "long blocks with `run_scripts/run_clm.py` of `ran_hf`; it generates with `model.generate()` "
-                       "on a constant-size recurrent cache. Its tokenizer encodes a prompt as `[SEP] text`, the way "
-                       "training saw the start of every document.")
+                       "on a recurrent cache that grows by one key and value per layer and window (not per token). "
+                       "Its tokenizer encodes a prompt as `[SEP] text`, the way training saw the start of every "
+                       "document.")
     else:
         title, auto_class, tags = "RAN masked language model", "AutoModelForMaskedLM", ["fill-mask"]
         description = ("A Recurrent Attention Network (RAN, Li et al., ACL 2023) masked language model trained on "
