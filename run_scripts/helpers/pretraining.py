@@ -117,7 +117,7 @@ class MaskedLMCollator:
     The training masks come from a generator of their own, seeded with `seed`, not from torch's global RNG: the
     masks of a batch then depend only on how many batches came before it. Trainer resumes a checkpoint by
     collating and dropping the batches already trained on, so a resumed run draws the same masks as one that was
-    never interrupted (within the first pass over the data; checked in tests/scripts/test_pretraining.py). With the
+    never interrupted (within the first pass over the data; checked in tests/scripts/test_run_mlm.py). With the
     global RNG they would not match: Trainer saves and restores that RNG at points that do not line up with the
     collator's prefetched batches."""
 
