@@ -4,7 +4,9 @@ from a config, saved as a sentence-transformers folder): it trains, reports, cac
 saves a model that classifies raw documents."""
 
 import json
+import os
 import random
+import re
 
 import pytest
 import torch
@@ -51,21 +53,29 @@ def run(data, output_dir, *flags):
         "--ran_hidden_size", "8", "--ran_heads", "2", "--sentence_window", "2", "--learning_rate", "1e-2", *flags])
 
 
+def readme_sentence_example() -> str:
+    readme = os.path.join(os.path.dirname(__file__), "..", "..", "README.md")
+    with open(readme, encoding="utf-8") as f:
+        match = re.search(r"<!-- sentence-example -->\n```python\n(.*?)```", f.read(), re.S)
+    assert match, "README.md lost its `<!-- sentence-example -->` code block"
+    return match.group(1)
+
+
 def test_frozen_run_reports_caches_and_saves_a_raw_text_classifier(data, tmp_path, monkeypatch):
-    results = run(data, tmp_path / "ran", "--head", "ran")
+    output_dir = tmp_path / "outputs" / "sentences"
+    results = run(data, output_dir, "--head", "ran")
     test = results["test"]
     for key in ("test_accuracy", "test_macro_f1", "baseline_accuracy", "baseline_macro_f1"):
         assert 0.0 <= test[key] <= 1.0
     assert test["test_samples"] == 6 and test["test_le_512_samples"] == 6
     assert results["freeze_encoder"] and results["head"] == "ran"
-    assert len(list((tmp_path / "ran" / "test_predictions.jsonl").read_text().splitlines())) == 6
+    assert len(list((output_dir / "test_predictions.jsonl").read_text().splitlines())) == 6
 
-    # the three lines of the README classify raw documents with the saved folder alone
-    from ran_hf import DocumentSentenceProcessor, RANSentenceForSequenceClassification
-
-    model = RANSentenceForSequenceClassification.from_pretrained(tmp_path / "ran").eval()
-    batch = DocumentSentenceProcessor.from_pretrained(tmp_path / "ran")(["The goal of the team. A match and a score."])
-    assert [model.config.id2label[i] for i in model(**batch).logits.argmax(-1).tolist()][0] in ("sports", "politics")
+    # the README's lines classify raw documents with the saved folder alone
+    monkeypatch.chdir(tmp_path)
+    namespace = {"torch": torch, "long_text": "The goal of the team. A match and a score."}
+    exec(compile(readme_sentence_example(), "README.md:sentence-example", "exec"), namespace)
+    assert namespace["labels"][0] in ("sports", "politics")
 
     # a second run reads the cached sentence vectors: no encoder is loaded
     import sentence_transformers
