@@ -44,11 +44,17 @@ class RANConfig(PreTrainedConfig):
             weights the full model can collapse every token of a document to one vector within ~10 optimiser steps
             (`research/stall_diagnosis/README.md`). It adds no weight; the default is the authors' computation, so converted
             checkpoints are unchanged. Needs `use_memory_review=True`.
-        cell_pooling (`str`, defaults to `"last"`): cell fed to the pooler: `"last"` (final cell), `"mean"` or
-            `"max"` over the history of window cells of the last layer.
-        pooler_pooling (`str`, defaults to `"max"`): pooling of token outputs inside the cell transform (eq. 10).
-        pooler_type (`str`, defaults to `"cell"`): `"cell"` is the authors' cell transform (eq. 10); `"average"` is
-            the Table 4 ablation that represents a document by the mean of its token outputs.
+        cell_pooling (`str`, defaults to `"last"`): the cell returned as `last_cell` and fed to a cell pooler:
+            `"last"` (final cell), `"mean"` or `"max"` over the history of window cells of the last layer. A field of
+            its own because it also sets `last_cell` for every model, with or without a pooler.
+        pooler_mode (`str`, defaults to `"cell_max"`): the document vector `pooler_output` (and the classifier's
+            input):
+            - `"cell_max"`: the authors' cell transform (eq. 10) of the cell and the max of the real token outputs;
+            - `"cell_mean"`: the same cell transform with the mean of the real token outputs;
+            - `"token_mean"`: the plain mean of the real token outputs, no pooler weights (the Table 4 ablation).
+            Configs written before this field (`pooler_type` `"cell"` / `"average"` with `pooler_pooling` `"max"` /
+            `"mean"`) load as `pooler_type="average"` -> `"token_mean"` (whatever `pooler_pooling` says: it had no
+            effect there), `pooler_type="cell"` -> `"cell_" + pooler_pooling`.
         pad_token_id (`int`, defaults to 0): id of the padding token (also the default of `attention_mask`).
         tie_word_embeddings (`bool`, defaults to `True`): tie LM decoders to the input embeddings.
         use_cache (`bool`, defaults to `True`): whether [`RANForCausalLM`] returns its recurrent cache.
@@ -92,8 +98,7 @@ class RANConfig(PreTrainedConfig):
     use_cell_residual: bool = True
     memory_review_residual: bool = False
     cell_pooling: Literal["last", "mean", "max"] = "last"
-    pooler_pooling: Literal["max", "mean"] = "max"
-    pooler_type: Literal["cell", "average"] = "cell"
+    pooler_mode: Literal["cell_max", "cell_mean", "token_mean"] = "cell_max"
     pad_token_id: int | None = 0
     bos_token_id: int | None = None
     eos_token_id: int | list[int] | None = None
@@ -103,6 +108,14 @@ class RANConfig(PreTrainedConfig):
     sparse_prediction: bool = False
 
     def __post_init__(self, **kwargs):
+        legacy_pooler_mode = _legacy_pooler_mode(kwargs.pop("pooler_type", None), kwargs.pop("pooler_pooling", None))
+        if legacy_pooler_mode is not None:
+            if self.pooler_mode not in ("cell_max", legacy_pooler_mode):
+                raise ValueError(
+                    f"RANConfig: `pooler_mode={self.pooler_mode!r}` contradicts the old fields `pooler_type` / "
+                    f"`pooler_pooling` (which mean {legacy_pooler_mode!r}); pass `pooler_mode` alone."
+                )
+            self.pooler_mode = legacy_pooler_mode
         super().__post_init__(**kwargs)
         # called here as well as by strict's `validate()` (which runs it next, and on save): a call from here raises
         # the plain `ValueError`, where `validate()` would wrap it in a `StrictDataclassClassValidationError`
@@ -154,6 +167,23 @@ class RANConfig(PreTrainedConfig):
                 f"{pad_token_id!r}."
             )
 
+    def _replaced_pooler_field(name: str):
+        """`pooler_type` / `pooler_pooling`, replaced by `pooler_mode`: a config file or keyword argument with them
+        still loads (see `__post_init__`), but reading or assigning them on a config raises, since an assignment
+        would otherwise be silently ignored."""
+
+        def fail(self, value=None):
+            raise AttributeError(
+                f"RANConfig: `{name}` was replaced by `pooler_mode` ('cell_max', 'cell_mean' or 'token_mean'); "
+                f"this config has pooler_mode={self.pooler_mode!r}."
+            )
+
+        return property(fail, fail)
+
+    pooler_type = _replaced_pooler_field("pooler_type")
+    pooler_pooling = _replaced_pooler_field("pooler_pooling")
+    del _replaced_pooler_field
+
     @property
     def all_head_size(self) -> int:
         """A = H * d, the width of the window attention's q, k and v."""
@@ -173,6 +203,26 @@ def _check_choice(name: str, value) -> None:
     allowed = _CHOICE_FIELDS[name]
     if value not in allowed:
         raise ValueError(f"RANConfig: `{name}` must be one of {allowed}, got {value!r}.")
+
+
+# The fields `pooler_type` and `pooler_pooling` that `pooler_mode` replaced, with their allowed values
+_LEGACY_POOLER_FIELDS = {"pooler_type": ("cell", "average"), "pooler_pooling": ("max", "mean")}
+
+
+def _legacy_pooler_mode(pooler_type: str | None, pooler_pooling: str | None) -> str | None:
+    """`pooler_mode` from the fields it replaced (configs written before it), or None when neither is given."""
+    if pooler_type is None and pooler_pooling is None:
+        return None
+    for name, value in (("pooler_type", pooler_type), ("pooler_pooling", pooler_pooling)):
+        allowed = _LEGACY_POOLER_FIELDS[name]
+        if value is not None and value not in allowed:
+            raise ValueError(
+                f"RANConfig: `{name}` must be one of {allowed}, got {value!r}; better, use `pooler_mode` "
+                "('cell_max', 'cell_mean' or 'token_mean'), which replaces `pooler_type` and `pooler_pooling`."
+            )
+    if pooler_type == "average":  # the average pooler never read `pooler_pooling`
+        return "token_mean"
+    return f"cell_{pooler_pooling or 'max'}"
 
 
 def _coerce_then_validate(strict_setattr):

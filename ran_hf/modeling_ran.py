@@ -714,16 +714,16 @@ class RANLayer(GradientCheckpointingLayer):
 
 
 class RANPooler(nn.Module):
-    """The authors' cell transform (paper eq. 10): `GLU(act(cell W_c + b_c)) + (pool(tokens) W_p + b_p)`.
-
-    `pool` is a max (default) or mean over the real tokens of the last layer. With `pooler_type="average"` (the
-    Table 4 ablation) the pooled output is the plain mean of the real token outputs instead.
+    """The document vector, by `config.pooler_mode`. `"cell_max"` / `"cell_mean"`: the authors' cell transform
+    (paper eq. 10), `GLU(act(cell W_c + b_c)) + (pool(tokens) W_p + b_p)`, `pool` the max / mean over the real
+    tokens of the last layer. `"token_mean"` (the Table 4 ablation): the plain mean of the real token outputs, no
+    weights.
     """
 
     def __init__(self, config: RANConfig):
         super().__init__()
-        self.config = config
-        if config.pooler_type == "cell":
+        self.mode = config.pooler_mode
+        if self.mode != "token_mean":
             self.cell_dense = nn.Linear(config.hidden_size, config.hidden_size)
             self.cell_glu = RANGLU(config.hidden_size)
             self.pooling_dense = nn.Linear(config.hidden_size, config.hidden_size)
@@ -732,11 +732,11 @@ class RANPooler(nn.Module):
 
     def forward(self, cell: torch.Tensor, tokens: torch.Tensor, token_mask: torch.Tensor) -> torch.Tensor:
         """cell (B, D); tokens (B, N, D) with token_mask (B, N) bool. Returns (B, D); an all-pad row pools to 0."""
-        if self.config.pooler_type == "average" or self.config.pooler_pooling == "mean":
-            pooled = _masked_mean(tokens, token_mask)
-        else:
+        if self.mode == "cell_max":
             pooled = _masked_max(tokens, token_mask)
-        if self.config.pooler_type == "average":
+        else:
+            pooled = _masked_mean(tokens, token_mask)
+        if self.mode == "token_mean":
             return pooled
         return self.cell_glu(self.dropout(self.act(self.cell_dense(cell)))) + self.pooling_dense(pooled)
 

@@ -31,7 +31,7 @@ def max_error(a, b) -> float:
 
 @pytest.mark.parametrize("pooling", ["max", "mean"])
 def test_memory_review_residual_fast_path_equals_oracle(pooling):
-    model = make_model(memory_review_residual=True, pooler_pooling=pooling, num_hidden_layers=3)
+    model = make_model(memory_review_residual=True, pooler_mode=f"cell_{pooling}", num_hidden_layers=3)
     for doc in documents(LENGTHS):
         with torch.no_grad():
             out = model(doc[None])
@@ -94,6 +94,7 @@ def test_memory_review_residual_causal_no_leak_and_incremental_equals_full():
     [
         (dict(memory_review_residual=True, use_memory_review=False), "memory_review_residual"),
         (dict(pooler_pooling="median"), "pooler_pooling"),
+        (dict(pooler_mode="median"), "pooler_mode"),
         (dict(initializer_range=-0.02), "initializer_range"),
         (dict(initializer_range=0), "initializer_range"),
     ],

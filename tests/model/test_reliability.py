@@ -150,7 +150,7 @@ def test_choice_fields_are_literals_validated_with_the_allowed_values():
     from typing import Literal, get_args, get_origin
 
     annotations = RANConfig.__annotations__
-    for name in ("cell_pooling", "pooler_pooling", "pooler_type"):
+    for name in ("cell_pooling", "pooler_mode"):
         assert get_origin(annotations[name]) is Literal, name
         allowed = get_args(annotations[name])
         for value in allowed:
@@ -160,6 +160,39 @@ def test_choice_fields_are_literals_validated_with_the_allowed_values():
         config = tiny_config()
         with pytest.raises(ValueError, match=rf"`{name}` must be one of"):
             setattr(config, name, "nope")  # also after construction
+
+
+@pytest.mark.parametrize(
+    "old_fields, pooler_mode",
+    [(dict(pooler_type="cell"), "cell_max"), (dict(pooler_pooling="mean"), "cell_mean"),
+     (dict(pooler_type="cell", pooler_pooling="max"), "cell_max"),
+     (dict(pooler_type="cell", pooler_pooling="mean"), "cell_mean"),
+     (dict(pooler_type="average"), "token_mean"), (dict(pooler_type="average", pooler_pooling="max"), "token_mean"),
+     (dict(pooler_type="average", pooler_pooling="mean"), "token_mean")],
+)
+def test_the_replaced_pooling_fields_map_to_pooler_mode_with_the_same_outputs(old_fields, pooler_mode):
+    old, new = tiny_config(**old_fields), tiny_config(pooler_mode=pooler_mode)
+    assert old.pooler_mode == pooler_mode and old.to_dict() == new.to_dict()
+    assert tiny_config(pooler_mode=pooler_mode, **old_fields).pooler_mode == pooler_mode  # agreeing: fine
+    torch.manual_seed(0)
+    first = RANModel(old).eval()
+    second = RANModel(new).eval()
+    second.load_state_dict(first.state_dict())
+    ids = torch.randint(1, 97, (2, 19), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        assert torch.equal(first(ids).pooler_output, second(ids).pooler_output)
+
+
+def test_the_replaced_pooling_fields_are_checked_and_cannot_be_read_or_assigned():
+    for name, allowed in (("pooler_type", ("cell", "average")), ("pooler_pooling", ("max", "mean"))):
+        with pytest.raises(ValueError, match=rf"`{name}` must be one of \({allowed[0]!r}.*got 'nope'.*pooler_mode"):
+            tiny_config(**{name: "nope"})
+        config = tiny_config()
+        for access in (lambda: getattr(config, name), lambda: setattr(config, name, allowed[0])):
+            with pytest.raises(AttributeError, match=rf"`{name}` was replaced by `pooler_mode`"):
+                access()
+    with pytest.raises(ValueError, match=r"`pooler_mode='cell_mean'` contradicts .* pass `pooler_mode` alone"):
+        tiny_config(pooler_mode="cell_mean", pooler_type="average")
 
 
 def test_integer_literals_for_float_fields_are_accepted_as_floats(tmp_path):
