@@ -142,7 +142,7 @@ def test_the_bare_encoder_can_still_be_causal_on_request(causal_checkpoint):
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# Choice fields are Literal types; integer literals for float fields; the config is checked at forward
+# Choice fields are Literal types; integer literals for float fields; edits are checked where they are made
 # ---------------------------------------------------------------------------------------------------------------------
 
 
@@ -209,20 +209,44 @@ def test_integer_literals_for_float_fields_are_accepted_as_floats(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "name, value, match",
-    [("window_size", 0, "`window_size` must be a positive integer"),
-     ("min_window_size", 50, r"`min_window_size` must be an integer in \[0, window_size=8\]"),
-     ("hidden_dropout_prob", 1.5, r"`hidden_dropout_prob` must be in \[0, 1\)"),
-     ("layer_norm_eps", -1.0, "`layer_norm_eps` must be positive"),
-     ("hidden_act", "nope", "`hidden_act` must be one of"),
-     ("pad_token_id", 200, "`pad_token_id` must be None or in")],
+    "name, value, match, where",
+    [("window_size", 0, "`window_size` must be a positive integer", "assignment"),
+     ("min_window_size", 50, r"`min_window_size` must be an integer in \[0, window_size=8\]", "forward"),
+     ("hidden_dropout_prob", 1.5, r"`hidden_dropout_prob` must be in \[0, 1\)", "assignment"),
+     ("layer_norm_eps", -1.0, "`layer_norm_eps` must be positive", "assignment"),
+     ("hidden_act", "nope", "`hidden_act` must be one of", "assignment"),
+     ("pad_token_id", 200, "`pad_token_id` must be None or in", "forward")],
 )
 @pytest.mark.parametrize("cls", [RANModel, RANForCausalLM], ids=lambda c: c.__name__)
-def test_config_edited_into_an_invalid_value_is_caught_at_forward(cls, name, value, match):
+def test_config_edited_into_an_invalid_value_is_caught_before_torch(cls, name, value, match, where):
+    """A field's own range is checked where it is assigned (the old value stays); the two relations a forward reads
+    (`check_forward_relations`) are checked at the forward, since `from_pretrained` assigns keywords one by one."""
     model = cls(tiny_config()).eval()
-    setattr(model.config, name, value)
+    old = getattr(model.config, name)
     with pytest.raises(ValueError, match=match):
+        setattr(model.config, name, value)
+        assert where == "forward", f"{name}={value!r} was accepted at assignment"
         model(torch.ones(1, 5, dtype=torch.long))
+    if where == "assignment":
+        assert getattr(model.config, name) == old
+
+
+def test_the_config_is_not_validated_again_at_every_forward(monkeypatch):
+    model = RANModel(tiny_config()).eval()
+    calls = []
+    monkeypatch.setattr(RANConfig, "validate_architecture", lambda self: calls.append(1))
+    with torch.no_grad():
+        model(torch.ones(1, 5, dtype=torch.long))
+    assert not calls
+
+
+def test_related_fields_can_be_changed_one_by_one():
+    config = tiny_config()  # window 8, min window 3
+    config.min_window_size = 6
+    config.window_size = 4  # min_window_size > window_size until the next line: allowed in between
+    config.min_window_size = 2
+    config.validate_architecture()
+    assert RANModel(config)(torch.ones(1, 9, dtype=torch.long)).last_hidden_state.shape == (1, 9, 32)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
