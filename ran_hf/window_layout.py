@@ -8,6 +8,7 @@ cell chain of `RANLayer.forward`.
 """
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import torch
 import torch.nn.functional as F
@@ -183,9 +184,10 @@ class RANWindowLayout:
         then advances every row in every window."""
         return None if self.all_real and not self.causal else self.window_mask
 
-    @property
+    @cached_property
     def last_window_unfinished(self) -> bool:
-        """Causal: no row finishes the last window, so the cell chain can stop before it (reads the mask)."""
+        """Causal: no row finishes the last window, so the cell chain can stop before it (reads the mask once per
+        forward, not per layer)."""
         return self.causal and not bool(self.window_full[:, -1].any())
 
     @property
@@ -206,9 +208,9 @@ class RANWindowLayout:
         torch._check(count <= x.shape[1])
         return x.narrow(1, 0, count)
 
-    @property
+    @cached_property
     def num_past(self) -> int:
-        """Key slots in front of each window for the open window's earlier tokens (0 unless continuing)."""
+        """Key slots in front of each window for the open window's earlier tokens (0 unless continuing; read once)."""
         return int(self.offset.max()) if self.offset is not None else 0
 
     def rotary_positions(self) -> torch.Tensor:
@@ -219,10 +221,15 @@ class RANWindowLayout:
         first = (torch.arange(self.num_windows, device=positions.device) == 0)[None, :, None]
         return positions[None, None, :] + torch.where(first, self.offset[:, None, None], 0)
 
+    @cached_property
+    def every_slot_real(self) -> bool:
+        """Whether every slot of the grid holds a real token (eager only; read once per forward, not per layer)."""
+        return not self.static and bool(self.token_mask.all())
+
     def key_mask(self) -> torch.Tensor | None:
         """(B, n, P + C) bool: the keys of each window, past slots (first window only) then slots; None if all real."""
         if self.offset is None:
-            return None if not self.static and bool(self.token_mask.all()) else self.token_mask
+            return None if self.every_slot_real else self.token_mask
         past = torch.arange(self.num_past, device=self.token_mask.device)[None, :] < self.offset[:, None]
         first = (torch.arange(self.num_windows, device=past.device) == 0)[None, :, None]
         return torch.cat([past[:, None, :] & first, self.token_mask], dim=-1)
