@@ -7,8 +7,7 @@ batch into windows, row by row, and maps the (B, L) sequence to the (B, n, C) wi
 cell chain of `RANLayer.forward`.
 """
 
-from dataclasses import dataclass
-from functools import cached_property
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -69,6 +68,15 @@ class RANWindowLayout:
     causal: bool
     all_real: bool
     static: bool = False
+    # values the layers read, each read from the device once per forward (in `__post_init__`), not once per layer
+    num_past: int = field(init=False)  # key slots in front of each window for the open window's earlier tokens
+    last_window_unfinished: bool = field(init=False)  # causal: no row finishes the last window (the chain stops)
+    every_slot_real: bool = field(init=False)  # eager, no offset: every slot holds a real token (no key mask)
+
+    def __post_init__(self):
+        self.num_past = int(self.offset.max()) if self.offset is not None else 0
+        self.last_window_unfinished = self.causal and not bool(self.window_full[:, -1].any())
+        self.every_slot_real = not self.static and self.offset is None and bool(self.token_mask.all())
 
     @classmethod
     def from_mask(
@@ -184,12 +192,6 @@ class RANWindowLayout:
         then advances every row in every window."""
         return None if self.all_real and not self.causal else self.window_mask
 
-    @cached_property
-    def last_window_unfinished(self) -> bool:
-        """Causal: no row finishes the last window, so the cell chain can stop before it (reads the mask once per
-        forward, not per layer)."""
-        return self.causal and not bool(self.window_full[:, -1].any())
-
     @property
     def cell_mask(self) -> torch.Tensor | None:
         """(B, n) windows that have a cell to report: the finished ones (causal) or the real ones; None if all."""
@@ -208,11 +210,6 @@ class RANWindowLayout:
         torch._check(count <= x.shape[1])
         return x.narrow(1, 0, count)
 
-    @cached_property
-    def num_past(self) -> int:
-        """Key slots in front of each window for the open window's earlier tokens (0 unless continuing; read once)."""
-        return int(self.offset.max()) if self.offset is not None else 0
-
     def rotary_positions(self) -> torch.Tensor:
         """Rotary position of every slot: (C,) `1..C` shared by all windows, or (B, n, C) when continuing."""
         positions = torch.arange(1, self.window_capacity + 1, device=self.token_mask.device)
@@ -220,11 +217,6 @@ class RANWindowLayout:
             return positions
         first = (torch.arange(self.num_windows, device=positions.device) == 0)[None, :, None]
         return positions[None, None, :] + torch.where(first, self.offset[:, None, None], 0)
-
-    @cached_property
-    def every_slot_real(self) -> bool:
-        """Whether every slot of the grid holds a real token (eager only; read once per forward, not per layer)."""
-        return not self.static and bool(self.token_mask.all())
 
     def key_mask(self) -> torch.Tensor | None:
         """(B, n, P + C) bool: the keys of each window, past slots (first window only) then slots; None if all real."""
