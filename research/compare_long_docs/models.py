@@ -167,6 +167,7 @@ OPTION_MODELS = RAN_MODELS + MINILM_MODELS  # the token RAN models --ran_option 
 def _option_value(field: str, text: str):
     """`text` as the type of RANConfig's `field` (bool: true/false, int, float, or the string itself)."""
     kind = RANConfig.__annotations__.get(field, str)  # `pooler_type` / `pooler_pooling`: strings
+    kind = float if kind == float | int else kind  # float fields also take integer literals
     if kind is bool:
         if text.lower() not in ("true", "false"):
             raise ValueError(f"--ran_option {field}={text}: {field} takes true or false.")

@@ -81,6 +81,9 @@ class RANModelArguments:
         for item in self.config_overrides.split(","):
             key, sep, value = item.partition("=")
             key = key.strip()
+            if key in ("pooler_type", "pooler_pooling"):
+                raise ValueError(f"--config_overrides: {key} was replaced by pooler_mode (cell_max, cell_mean or "
+                                 "token_mean; pooler_type=average is pooler_mode=token_mean).")
             if not sep or not hasattr(defaults, key):
                 raise ValueError(f"--config_overrides: {item!r} is not 'field=value' with a RANConfig field.")
             default = getattr(defaults, key)

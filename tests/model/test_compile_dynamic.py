@@ -38,8 +38,6 @@ def test_dynamic_compile_gives_the_eager_outputs_at_two_lengths(one_thread):
             torch.testing.assert_close(got.pooler_output, expected.pooler_output, atol=1e-5, rtol=0)
 
 
-@pytest.mark.xfail(strict=True, reason="the graph after the chain's graph break specializes on the number of "
-                                       "windows: one recompilation per new number of windows (torch 2.13)")
 def test_dynamic_compile_serves_a_second_length_without_recompiling(one_thread):
     model = randomize(RANModel(config())).eval()
     compiled = torch.compile(model, backend="eager", dynamic=True)
