@@ -1,5 +1,5 @@
 # Copyright 2026 The ran_hf authors. Licensed under the Apache License, Version 2.0.
-"""Forward speed of this checkout's ran_hf against another checkout's, interleaved in one process.
+"""Forward (or training step) speed of this checkout's ran_hf against another checkout's, interleaved in one process.
 
 `benchmark.py --ran-source DIR` times each implementation in its own subprocess, one after the other, so a slow
 minute of a shared machine lands on one side only. This script loads both packages into one process (the other
@@ -8,6 +8,9 @@ alternates the calls (ABBA...), so machine drift hits both sides alike. It repor
 ratio other/this (above 1: this checkout is faster).
 
     python benchmarks/ab_forward.py --other /path/to/other/checkout --length 32768 --rounds 6
+    python benchmarks/ab_forward.py --other /path/to/other/checkout --length 8192 --train
+
+`--train` times a training step instead: forward in train mode (dropout on), the loss `mean(h**2)` and backward.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ def main(argv=None):
     parser.add_argument("--hidden-size", type=int, default=768)
     parser.add_argument("--num-layers", type=int, default=2)
     parser.add_argument("--window-size", type=int, default=256)
+    parser.add_argument("--train", action="store_true", help="time forward + backward in train mode")
     args = parser.parse_args(argv)
     other = load_other(args.other)
     models = {}
@@ -54,13 +58,24 @@ def main(argv=None):
     times = {"this": [], "other": []}
     with torch.no_grad():
         difference = (models["this"](ids).last_hidden_state - models["other"](ids).last_hidden_state).abs().max()
-        for round_index in range(args.rounds):
-            for name in ("this", "other") if round_index % 2 == 0 else ("other", "this"):
-                start = time.perf_counter()
-                models[name](ids)
-                times[name].append(time.perf_counter() - start)
+
+    def call(model):
+        if not args.train:
+            with torch.no_grad():
+                model(ids)
+            return
+        model.train()
+        model(ids).last_hidden_state.pow(2).mean().backward()
+        model.zero_grad(set_to_none=True)
+
+    for round_index in range(args.rounds):
+        for name in ("this", "other") if round_index % 2 == 0 else ("other", "this"):
+            start = time.perf_counter()
+            call(models[name])
+            times[name].append(time.perf_counter() - start)
     medians = {name: statistics.median(values) for name, values in times.items()}
-    print(f"length {args.length}, threads {torch.get_num_threads()}, max abs output difference {float(difference):.2e}")
+    print(f"{'training step' if args.train else 'forward'}, length {args.length}, threads {torch.get_num_threads()}, "
+          f"max abs output difference {float(difference):.2e}")
     for name in times:
         print(f"{name:5s} median {medians[name]:.3f} s/call  ({', '.join(f'{t:.2f}' for t in times[name])})")
     print(f"speed this/other: {medians['other'] / medians['this']:.3f}")

@@ -13,6 +13,7 @@ from transformers import (
 from .configuration_ran import RANConfig
 from .modeling_ran import (
     RANCache,
+    RANCacheLayer,
     RANForCausalLM,
     RANForMaskedLM,
     RANForQuestionAnswering,
@@ -55,6 +56,7 @@ __all__ = [
     "RANForMaskedLM",
     "RANForCausalLM",
     "RANCache",
+    "RANCacheLayer",
     "RANForSequenceClassification",
     "RANForTokenClassification",
     "RANForQuestionAnswering",

@@ -115,10 +115,10 @@ def check_inputs(
     config: RANConfig, embedding_dtype: torch.dtype, input_ids, attention_mask, inputs_embeds, initial_cell,
     token_type_ids=None, causal: bool = False,
 ) -> torch.Tensor:
-    """Validate the arguments of `RANModel.forward` (and the config, which may have been edited since construction)
-    and return the (B, L) bool mask of real tokens. `embedding_dtype` is the dtype `inputs_embeds` must have."""
-    if not is_compiling():
-        config.validate_architecture()
+    """Validate the arguments of `RANModel.forward` (and the two config relations a later edit could break silently,
+    `RANConfig.check_forward_relations`) and return the (B, L) bool mask of real tokens. `embedding_dtype` is the
+    dtype `inputs_embeds` must have."""
+    config.check_forward_relations()
     if (input_ids is None) == (inputs_embeds is None):
         raise ValueError("RANModel: pass exactly one of `input_ids` and `inputs_embeds`.")
     if input_ids is not None:

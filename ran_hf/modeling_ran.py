@@ -30,7 +30,7 @@ from torch import nn
 
 from transformers import initialization as init
 from transformers.activations import ACT2FN
-from transformers.cache_utils import Cache
+from transformers.cache_utils import Cache, CacheLayerMixin
 from transformers.generation import GenerationMixin
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
@@ -714,16 +714,16 @@ class RANLayer(GradientCheckpointingLayer):
 
 
 class RANPooler(nn.Module):
-    """The authors' cell transform (paper eq. 10): `GLU(act(cell W_c + b_c)) + (pool(tokens) W_p + b_p)`.
-
-    `pool` is a max (default) or mean over the real tokens of the last layer. With `pooler_type="average"` (the
-    Table 4 ablation) the pooled output is the plain mean of the real token outputs instead.
+    """The document vector, by `config.pooler_mode`. `"cell_max"` / `"cell_mean"`: the authors' cell transform
+    (paper eq. 10), `GLU(act(cell W_c + b_c)) + (pool(tokens) W_p + b_p)`, `pool` the max / mean over the real
+    tokens of the last layer. `"token_mean"` (the Table 4 ablation): the plain mean of the real token outputs, no
+    weights.
     """
 
     def __init__(self, config: RANConfig):
         super().__init__()
-        self.config = config
-        if config.pooler_type == "cell":
+        self.mode = config.pooler_mode
+        if self.mode != "token_mean":
             self.cell_dense = nn.Linear(config.hidden_size, config.hidden_size)
             self.cell_glu = RANGLU(config.hidden_size)
             self.pooling_dense = nn.Linear(config.hidden_size, config.hidden_size)
@@ -732,11 +732,11 @@ class RANPooler(nn.Module):
 
     def forward(self, cell: torch.Tensor, tokens: torch.Tensor, token_mask: torch.Tensor) -> torch.Tensor:
         """cell (B, D); tokens (B, N, D) with token_mask (B, N) bool. Returns (B, D); an all-pad row pools to 0."""
-        if self.config.pooler_type == "average" or self.config.pooler_pooling == "mean":
-            pooled = _masked_mean(tokens, token_mask)
-        else:
+        if self.mode == "cell_max":
             pooled = _masked_max(tokens, token_mask)
-        if self.config.pooler_type == "average":
+        else:
+            pooled = _masked_mean(tokens, token_mask)
+        if self.mode == "token_mean":
             return pooled
         return self.cell_glu(self.dropout(self.act(self.cell_dense(cell)))) + self.pooling_dense(pooled)
 
@@ -841,8 +841,76 @@ class RANModelOutput(ModelOutput):
     memory_review_attentions: tuple[torch.FloatTensor, ...] | None = None
 
 
+class RANCacheLayer(CacheLayerMixin):
+    """One causal RAN layer's entry in a [`RANCache`]: its recurrent state ([`RANLayerState`], None before the first
+    call) and the number of input positions it has read. RAN keeps no per-token keys and values, so the key/value
+    interface of `CacheLayerMixin` (`update`, `lazy_initialization`, `get_mask_sizes`) raises; the layer's state is
+    replaced whole by `update_state` after each call."""
+
+    is_compileable = False
+    is_croppable = False
+    supports_early_init = False
+
+    def __init__(self, **kwargs):
+        super().__init__()
+        self.state: RANLayerState | None = None
+        self.cumulative_length = 0
+
+    def __repr__(self) -> str:
+        return f"RANCacheLayer(positions={self.cumulative_length}, bytes={self.num_bytes()})"
+
+    def _no_keys_and_values(self, *args, **kwargs):
+        raise NotImplementedError(
+            "RANCacheLayer keeps a recurrent state, not per-token keys and values; RAN layers call `update_state`."
+        )
+
+    lazy_initialization = update = get_mask_sizes = _no_keys_and_values
+
+    def update_state(self, state: RANLayerState, num_positions: int) -> None:
+        """Keep the state after a call that read `num_positions` more input positions (padding included)."""
+        self.state = state
+        self.is_initialized = True
+        self.cumulative_length += num_positions
+
+    def get_seq_length(self) -> int:
+        return self.cumulative_length
+
+    def get_max_length(self) -> int:
+        return -1
+
+    def num_bytes(self) -> int:
+        return self.state.num_bytes() if self.state is not None else 0
+
+    def reset(self) -> None:
+        self.state, self.is_initialized, self.cumulative_length = None, False, 0
+
+    def _map_batch(self, fn) -> None:
+        if self.state is not None:
+            self.state = self.state.map_batch(fn)
+
+    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
+        """Beam search: row i becomes row `beam_idx[i]`."""
+        self._map_batch(lambda t: t.index_select(0, beam_idx.to(t.device)))
+
+    def batch_repeat_interleave(self, repeats: int) -> None:
+        self._map_batch(lambda t: t.repeat_interleave(repeats, dim=0))
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        self._map_batch(lambda t: t[indices.to(t.device)])
+
+    def offload(self):
+        self._map_batch(lambda t: t.to("cpu", non_blocking=True))
+
+    def prefetch(self):
+        pass  # the state is read whole at the start of the layer; `offloading` is not supported
+
+    def crop(self, tokens_to_remove: int) -> None:
+        if tokens_to_remove:
+            raise ValueError("RANCacheLayer cannot be cropped: a recurrent state cannot go back into a finished window.")
+
+
 class RANCache(Cache):
-    """Recurrent state of a causal RAN for `generate()` and chunked prefill.
+    """Recurrent state of a causal RAN for `generate()` and chunked prefill: one [`RANCacheLayer`] per RAN layer.
 
     Per layer it holds the incoming cell and its key/value, the previous pre-residual cell, the keys/values of the
     current window's tokens (at most `window_size`) and the memory-review history (one key and value per finished
@@ -851,69 +919,55 @@ class RANCache(Cache):
     A recurrent state cannot be cut back into a finished window, so `crop` raises.
     """
 
-    is_compileable = False
-
     def __init__(self, config: RANConfig | None = None, **kwargs):
-        super().__init__(layers=[])
-        self.states: list[RANLayerState] = []
-        self.seen_positions = 0
-
-    def __len__(self) -> int:
-        return len(self.states)
+        num_layers = config.num_hidden_layers if config is not None else 0
+        super().__init__(layers=[RANCacheLayer() for _ in range(num_layers)])
 
     def __repr__(self) -> str:
-        return f"RANCache(layers={len(self.states)}, positions={self.seen_positions}, bytes={self.num_bytes()})"
+        return f"RANCache(layers={len(self.layers)}, positions={self.get_seq_length()}, bytes={self.num_bytes()})"
+
+    def layer_states(self, num_layers: int) -> list[RANLayerState | None]:
+        """The state of each of `num_layers` layers (None: fresh); adds the layers a cache built without a config
+        lacks."""
+        self.layers += [RANCacheLayer() for _ in range(num_layers - len(self.layers))]
+        return [layer.state for layer in self.layers]
+
+    @property
+    def states(self) -> list[RANLayerState]:
+        """The states of the layers that have one."""
+        return [layer.state for layer in self.layers if layer.state is not None]
 
     @property
     def batch_size(self) -> int:
-        return self.states[0].cell.shape[0] if self.states else 0
-
-    def get_seq_length(self, layer_idx: int | None = 0) -> int:
-        """Input positions fed so far (padding included), which `generate()` uses to slice new inputs."""
-        return self.seen_positions
-
-    def get_max_length(self, layer_idx: int | None = None) -> int:
-        return -1
+        states = self.states
+        return states[0].cell.shape[0] if states else 0
 
     @property
     def is_linear(self) -> list[bool]:
         """Per layer, whether the state is a pure recurrent (Mamba-like) one. RAN's also holds the open window's keys
         and values, and counts the positions it has seen, so `generate()` (Transformers >= 5.24) slices a resumed
         prompt by `get_seq_length()` as it does for attention caches."""
-        return [False] * max(1, len(self.states))
+        return [False] * max(1, len(self.layers))
 
     def open_window_length(self) -> torch.Tensor | None:
         """(B,) tokens of each row's open window (the same in every layer), or None for an empty cache."""
-        return self.states[0].window_length if self.states else None
+        states = self.states
+        return states[0].window_length if states else None
 
     def num_bytes(self) -> int:
         """Memory held by the state, in bytes."""
-        return sum(state.num_bytes() for state in self.states)
-
-    def _map(self, fn):
-        self.states = [state.map_batch(fn) for state in self.states]
-
-    def reorder_cache(self, beam_idx: torch.LongTensor):
-        """Beam search: row i becomes row `beam_idx[i]`."""
-        self._map(lambda t: t.index_select(0, beam_idx.to(t.device)))
-
-    def batch_repeat_interleave(self, repeats: int):
-        self._map(lambda t: t.repeat_interleave(repeats, dim=0))
-
-    def batch_select_indices(self, indices: torch.Tensor):
-        self._map(lambda t: t[indices.to(t.device)])
-
-    def reset(self):
-        self.states = []
-        self.seen_positions = 0
+        return sum(layer.num_bytes() for layer in self.layers)
 
     def crop(self, max_length: int):
+        """Transformers' rollback (assisted decoding): only a no-op is possible. `max_length < 0` counts back from
+        the positions seen."""
+        seen = self.get_seq_length()
         if max_length < 0:
-            max_length = self.seen_positions + max_length
-        if max_length >= self.seen_positions:
+            max_length = seen + max_length
+        if max_length >= seen:
             return
         raise ValueError(
-            f"RANCache cannot be cropped to {max_length} positions (it has seen {self.seen_positions}): a recurrent "
+            f"RANCache cannot be cropped to {max_length} positions (it has seen {seen}): a recurrent "
             "state cannot go back into a finished window. Re-run the prompt instead (assisted decoding and other "
             "rollback features are not supported by RAN)."
         )
@@ -1025,8 +1079,6 @@ class RANModel(RANPreTrainedModel):
             static=is_compiling() and not self.is_causal,
         )
         output = self._run_layers(layout, self.embeddings(input_ids, inputs_embeds), initial_cell, cache, **kwargs)
-        if cache is not None:
-            cache.seen_positions += sequence_mask.shape[1]
         output.cache = cache if use_cache else None
         return output
 
@@ -1054,7 +1106,7 @@ class RANModel(RANPreTrainedModel):
         all_hidden_states = (layout.to_sequence(hidden),) if output_hidden_states else None
         all_attentions = () if output_attentions else None
         all_reviews = () if output_attentions and self.config.use_memory_review else None
-        states = cache.states if cache is not None and cache.states else [None] * len(self.layers)
+        states = cache.layer_states(len(self.layers)) if cache is not None else [None] * len(self.layers)
         cell, new_states = initial_cell, []
         for layer, state in zip(self.layers, states):
             out = RANLayerOutput(*layer(hidden, cell, state, layout=layout, output_attentions=output_attentions))
@@ -1069,7 +1121,8 @@ class RANModel(RANPreTrainedModel):
                 if all_reviews is not None:
                     all_reviews += (out.review_attentions,)
         if cache is not None:
-            cache.states = new_states
+            for cache_layer, state in zip(cache.layers, new_states):
+                cache_layer.update_state(state, embedded.shape[1])
         last_cell = self._pool_cell(out.last_cell, out.cells, layout.window_mask)
         pooler_output = None
         if self.pooler is not None:

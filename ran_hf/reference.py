@@ -125,10 +125,10 @@ def encode(model, ids=None, embeds=None, initial_cell=None):
     out = dict(last_hidden_state=h, last_cell=pooled_cell, cells=cells)
     pooler = model.pooler
     if pooler is not None:
-        if config.pooler_type == "average":
+        if config.pooler_mode == "token_mean":
             out["pooler_output"] = h.mean(0)
         else:
-            tokens = h.max(0).values if config.pooler_pooling == "max" else h.mean(0)
+            tokens = h.max(0).values if config.pooler_mode == "cell_max" else h.mean(0)
             t = act(F.linear(pooled_cell, pooler.cell_dense.weight, pooler.cell_dense.bias))
             out["pooler_output"] = glu(t, pooler.cell_glu) + F.linear(tokens, pooler.pooling_dense.weight,
                                                                        pooler.pooling_dense.bias)

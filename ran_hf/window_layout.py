@@ -7,7 +7,7 @@ batch into windows, row by row, and maps the (B, L) sequence to the (B, n, C) wi
 cell chain of `RANLayer.forward`.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -68,6 +68,15 @@ class RANWindowLayout:
     causal: bool
     all_real: bool
     static: bool = False
+    # values the layers read, each read from the device once per forward (in `__post_init__`), not once per layer
+    num_past: int = field(init=False)  # key slots in front of each window for the open window's earlier tokens
+    last_window_unfinished: bool = field(init=False)  # causal: no row finishes the last window (the chain stops)
+    every_slot_real: bool = field(init=False)  # eager, no offset: every slot holds a real token (no key mask)
+
+    def __post_init__(self):
+        self.num_past = int(self.offset.max()) if self.offset is not None else 0
+        self.last_window_unfinished = self.causal and not bool(self.window_full[:, -1].any())
+        self.every_slot_real = not self.static and self.offset is None and bool(self.token_mask.all())
 
     @classmethod
     def from_mask(
@@ -184,11 +193,6 @@ class RANWindowLayout:
         return None if self.all_real and not self.causal else self.window_mask
 
     @property
-    def last_window_unfinished(self) -> bool:
-        """Causal: no row finishes the last window, so the cell chain can stop before it (reads the mask)."""
-        return self.causal and not bool(self.window_full[:, -1].any())
-
-    @property
     def cell_mask(self) -> torch.Tensor | None:
         """(B, n) windows that have a cell to report: the finished ones (causal) or the real ones; None if all."""
         if self.causal:
@@ -206,11 +210,6 @@ class RANWindowLayout:
         torch._check(count <= x.shape[1])
         return x.narrow(1, 0, count)
 
-    @property
-    def num_past(self) -> int:
-        """Key slots in front of each window for the open window's earlier tokens (0 unless continuing)."""
-        return int(self.offset.max()) if self.offset is not None else 0
-
     def rotary_positions(self) -> torch.Tensor:
         """Rotary position of every slot: (C,) `1..C` shared by all windows, or (B, n, C) when continuing."""
         positions = torch.arange(1, self.window_capacity + 1, device=self.token_mask.device)
@@ -222,7 +221,7 @@ class RANWindowLayout:
     def key_mask(self) -> torch.Tensor | None:
         """(B, n, P + C) bool: the keys of each window, past slots (first window only) then slots; None if all real."""
         if self.offset is None:
-            return None if not self.static and bool(self.token_mask.all()) else self.token_mask
+            return None if self.every_slot_real else self.token_mask
         past = torch.arange(self.num_past, device=self.token_mask.device)[None, :] < self.offset[:, None]
         first = (torch.arange(self.num_windows, device=past.device) == 0)[None, :, None]
         return torch.cat([past[:, None, :] & first, self.token_mask], dim=-1)

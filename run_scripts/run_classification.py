@@ -151,7 +151,7 @@ class ModelArguments(RANModelArguments):
                           "full model stalls at chance from random weights: research/stall_diagnosis/README.md), builds D 256 x 4 "
                           "layers (4 x 64 heads, window 256) and trains 3 epochs at lr 2e-4 with 10%% linear warm-up; "
                           "'from-scratch-average' is the same with the mean of the token outputs as the document "
-                          "vector (pooler_type=average; far ahead on 20 Newsgroups' dev, level on Hyperpartisan's); "
+                          "vector (pooler_mode=token_mean; far ahead on 20 Newsgroups' dev, level on Hyperpartisan's); "
                           "'authors' is the authors' architecture with the script's defaults (D 128 x 2 layers, lr "
                           "3e-4, 6 epochs). Explicit flags and --config_overrides win over the recipe.",
                   "choices": sorted(RECIPES)},

@@ -162,7 +162,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--sentence_window", type=int, default=16, help="RAN window in sentences (ran_sent)")
     parser.add_argument("--ran_option", nargs="+", default=[], metavar="FIELD=VALUE",
                         help="RANConfig fields set on top of the recipe for ran, ran_no_mr, ran_authors and "
-                             "ran_minilm (e.g. hidden_dropout_prob=0.3 pooler_type=average); recorded in each run's "
+                             "ran_minilm (e.g. hidden_dropout_prob=0.3 pooler_mode=token_mean); recorded in each run's "
                              "setting and shown in the tables' model names. Give such runs their own --output_dir")
     parser.add_argument("--batch_size", type=int, default=8)
     parser.add_argument("--eval_batch_size", type=int, default=16)

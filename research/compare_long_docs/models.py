@@ -166,7 +166,8 @@ OPTION_MODELS = RAN_MODELS + MINILM_MODELS  # the token RAN models --ran_option 
 
 def _option_value(field: str, text: str):
     """`text` as the type of RANConfig's `field` (bool: true/false, int, float, or the string itself)."""
-    kind = RANConfig.__annotations__[field]
+    kind = RANConfig.__annotations__.get(field, str)  # `pooler_type` / `pooler_pooling`: strings
+    kind = float if kind == float | int else kind  # float fields also take integer literals
     if kind is bool:
         if text.lower() not in ("true", "false"):
             raise ValueError(f"--ran_option {field}={text}: {field} takes true or false.")
@@ -192,9 +193,11 @@ def parse_ran_options(items: list[str]) -> dict:
             where = _SET_BY_THE_COMPARISON[field]
             raise ValueError(f"--ran_option {field}: the comparison sets it " +
                              (f"from {where}; use that flag." if where else "from the data."))
-        if field not in RANConfig.__annotations__:
-            raise ValueError(f"--ran_option {field}: not a RANConfig field (e.g. hidden_dropout_prob, pooler_type, "
-                             f"pooler_pooling, cell_pooling, memory_review_residual, initializer_range).")
+        # `pooler_type` / `pooler_pooling` (replaced by `pooler_mode`, still read by RANConfig) keep the runs
+        # recorded with them resumable under the same key
+        if field not in RANConfig.__annotations__ and field not in ("pooler_type", "pooler_pooling"):
+            raise ValueError(f"--ran_option {field}: not a RANConfig field (e.g. hidden_dropout_prob, pooler_mode, "
+                             f"cell_pooling, memory_review_residual, initializer_range).")
         options[field] = _option_value(field, text)
     RANConfig(**options)
     return options
@@ -231,6 +234,9 @@ def ran_config(name: str, args, vocab_size: int, num_labels: int) -> RANConfig:
     if name == "ran_no_mr":
         recipe.pop("memory_review_residual", None)
         recipe["use_memory_review"] = False
+    if {"pooler_type", "pooler_pooling"} & set(args.ran_options):  # the replaced fields: the recipe's mode in them
+        pooler_type, _, pooling = recipe.pop("pooler_mode", "cell_max").partition("_")
+        recipe.update(pooler_type="average" if pooler_type == "token" else "cell", pooler_pooling=pooling)
     width, heads = args.hidden_size, args.num_heads
     return RANConfig(vocab_size=vocab_size, hidden_size=width, num_hidden_layers=args.num_layers,
                      num_attention_heads=heads, attention_head_size=width // heads, window_size=args.window_size,

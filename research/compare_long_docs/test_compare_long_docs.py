@@ -470,7 +470,7 @@ def test_ran_option_is_typed_checked_and_refuses_the_size_fields():
                        ("vocab_size=9", "from the data"), ("pad_token_id=3", "from the data"),
                        ("pooler=max", "not a RANConfig field"),
                        ("use_rotary=yes", "true or false"), ("min_window_size=8.5", "takes a int"),
-                       ("pooler_type=sum", "pooler_type"), ("hidden_dropout_prob=1.5", "hidden_dropout_prob")):
+                       ("pooler_type=sum", "pooler_type"), ("pooler_mode=sum", "pooler_mode"), ("hidden_dropout_prob=1.5", "hidden_dropout_prob")):
         with pytest.raises(ValueError, match=match):
             models.parse_ran_options([bad])
 
@@ -481,7 +481,7 @@ def test_ran_option_reaches_the_ran_models_their_settings_and_the_tables(tmp_pat
     args = parse_args(common + ["--ran_option", "hidden_dropout_prob=0.3", "pooler_pooling=max"])
     for name in ("ran", "ran_no_mr", "ran_authors"):
         config = models.build_model(name, args, 120, 2).config
-        assert config.hidden_dropout_prob == 0.3 and config.pooler_pooling == "max"
+        assert config.hidden_dropout_prob == 0.3 and config.pooler_mode == "cell_max"
     assert models.build_model("ran", args, 120, 2).config.memory_review_residual  # the recipe stays underneath
     assert models.build_model("ran_no_mr", args, 120, 2).config.use_memory_review is False
     prepared = {"train": {"label": [0] * 54}, "dev": {"label": [0] * 6}, "tokenizer_digest": "x"}

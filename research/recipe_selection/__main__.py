@@ -52,13 +52,13 @@ CANDIDATES = {
     # the authors' max pooling in the cell transform (it trains with the memory-review residual:
     # research/stall_diagnosis/); a max-pooled BiLSTM learns 20 Newsgroups' keyword-like cues far faster than
     # mean-pooled RAN under the converged comparison
-    "max-pooling": ["--config_overrides", "pooler_pooling=max"],
+    "max-pooling": ["--config_overrides", "pooler_mode=cell_max"],
     # a quarter of the window, so the recurrence runs 4x as often and attention is local: at window 256 most 20
     # Newsgroups posts (median 352 tokens) span one or two windows, where RAN is close to a plain transformer
     "window-64": ["--window_size", "64"],
     # the document vector as the plain mean of the token outputs (the paper's Table 4 "average" pooling, no cell
     # term): `--recipe from-scratch-average`
-    "average-pooling": ["--config_overrides", "pooler_type=average"],
+    "average-pooling": ["--config_overrides", "pooler_mode=token_mean"],
     "d128-2-layers": D128_RECIPE,
     "10-epochs": D128_RECIPE + ["--num_train_epochs", "10"],
     "regularized": D128_RECIPE + ["--weight_decay", "0.1", "--hidden_dropout_prob", "0.2"],

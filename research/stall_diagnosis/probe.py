@@ -140,7 +140,7 @@ def record_unreviewed(layer_idx: int):
 def build_model(vocab_size: int, pooling: str, review: bool, fix: str, init_std: float, seed: int):
     torch.manual_seed(seed)
     config = RANConfig(vocab_size=vocab_size, hidden_size=128, num_hidden_layers=2, num_attention_heads=4,
-                       attention_head_size=32, window_size=128, num_labels=2, pooler_pooling=pooling,
+                       attention_head_size=32, window_size=128, num_labels=2, pooler_mode=f"cell_{pooling}",
                        use_memory_review=review, memory_review_residual=review and fix == "residual",
                        initializer_range=init_std if fix == "init_scale" else 0.02)
     model = RANForSequenceClassification(config)
@@ -237,7 +237,7 @@ def activation_stats(model, probe: dict) -> dict:
             stats[f"last_review.{part}_token_varying_rms"] = rms(centred[m])
     tokens = out.last_hidden_state
     pooler = model.ran.pooler
-    if model.config.pooler_pooling == "max":
+    if model.config.pooler_mode == "cell_max":
         pooled = modeling_ran._masked_max(tokens, mask)
         argmax = tokens.masked_fill(~mask[..., None], -1e9).argmax(1)  # (B, D)
         stats["pool.distinct_argmax_share"] = float(np.mean([len(set(a.tolist())) / a.numel() for a in argmax]))

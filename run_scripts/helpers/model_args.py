@@ -45,7 +45,7 @@ class RANModelArguments:
     attention_probs_dropout_prob: float = field(default=0.1, metadata={"help": "From scratch: attention dropout."})
     config_overrides: str | None = field(
         default=None,
-        metadata={"help": "More RANConfig fields, 'key=value,key=value' (e.g. 'pooler_type=average,rope_theta=5e4'); "
+        metadata={"help": "More RANConfig fields, 'key=value,key=value' (e.g. 'pooler_mode=token_mean,rope_theta=5e4'); "
                           "applied from scratch and to a loaded config."},
     )
     trust_remote_code: bool = field(default=False, metadata={"help": "Allow code from the checkpoint directory."})
@@ -81,6 +81,9 @@ class RANModelArguments:
         for item in self.config_overrides.split(","):
             key, sep, value = item.partition("=")
             key = key.strip()
+            if key in ("pooler_type", "pooler_pooling"):
+                raise ValueError(f"--config_overrides: {key} was replaced by pooler_mode (cell_max, cell_mean or "
+                                 "token_mean; pooler_type=average is pooler_mode=token_mean).")
             if not sep or not hasattr(defaults, key):
                 raise ValueError(f"--config_overrides: {item!r} is not 'field=value' with a RANConfig field.")
             default = getattr(defaults, key)

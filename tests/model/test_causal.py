@@ -4,7 +4,7 @@ slow reference that re-runs the whole prefix every step, and the cache's batch o
 import pytest
 import torch
 
-from ran_hf import RANCache, RANForCausalLM
+from ran_hf import RANCache, RANCacheLayer, RANForCausalLM
 from conftest import DEVICE, random_ids, randomize, tiny_config
 
 
@@ -210,6 +210,29 @@ def test_cache_batch_operations_and_size():
     # 18 more finished windows: only the review history grows (one key and value of D per window and layer)
     per_window = 2 * 2 * 32 * 8  # layers x (key + value) x D x bytes (float64)
     assert long.num_bytes() - short.num_bytes() == 18 * per_window
+
+
+def test_the_cache_holds_one_cache_layer_per_ran_layer():
+    """RANCache is a `transformers.Cache` of `RANCacheLayer`s: Transformers' per-layer API sees every RAN layer."""
+    model = make_lm(num_hidden_layers=3)
+    ids = random_ids(2, 21)
+    with torch.no_grad():
+        cache = model(ids[:, :13], use_cache=True).cache
+        reference = model(ids[:, 13:], cache=cache, use_cache=True).logits
+        assert len(cache) == 3 and all(isinstance(layer, RANCacheLayer) for layer in cache.layers)
+        assert [cache.get_seq_length(i) for i in range(3)] == [21, 21, 21]
+        assert cache.get_max_length() == -1 and not cache.is_compileable and not cache.is_croppable
+        assert all(layer.state is not None for layer in cache.layers)
+        assert cache.num_bytes() == sum(layer.num_bytes() for layer in cache.layers) > 0
+        with pytest.raises(NotImplementedError, match="recurrent state"):
+            cache.update(torch.zeros(2, 1, 1, 8), torch.zeros(2, 1, 1, 8), 0)
+        cache.reset()  # back to a fresh state: the same logits as a fresh cache
+        assert cache.get_seq_length() == 0 and cache.num_bytes() == 0 and len(cache) == 3
+        model(ids[:, :13], cache=cache, use_cache=True)
+        assert torch.equal(model(ids[:, 13:], cache=cache, use_cache=True).logits, reference)
+        empty = RANCache()  # built without a config: the layers come with the first call
+        model(ids[:, :13], cache=empty, use_cache=True)
+        assert len(empty) == 3 and torch.equal(model(ids[:, 13:], cache=empty, use_cache=True).logits, reference)
 
 
 def test_cache_refuses_to_crop_and_bad_cache_types():

@@ -27,8 +27,8 @@ CONFIGS = {
     "H*d != D": dict(num_attention_heads=3, attention_head_size=6),
     "one layer, no merge": dict(num_hidden_layers=1, min_window_size=0),
     "no memory review": dict(use_memory_review=False),
-    "ablations": dict(use_rotary=False, use_cell_residual=False, pooler_type="average"),
-    "pooling mean/max": dict(cell_pooling="max", pooler_pooling="mean", num_hidden_layers=3),
+    "ablations": dict(use_rotary=False, use_cell_residual=False, pooler_mode="token_mean"),
+    "pooling mean/max": dict(cell_pooling="max", pooler_mode="cell_mean", num_hidden_layers=3),
     "large merge": dict(window_size=16, min_window_size=16, cell_pooling="mean"),
 }
 # L < W, L = W, L = k*W, remainders below and above min_window_size, W < L < W + mws
@@ -255,6 +255,8 @@ def test_bad_input_gets_a_clear_error(kwargs, error, match):
         (dict(cell_pooling="first"), "cell_pooling"),
         (dict(pooler_pooling="sum"), "pooler_pooling"),
         (dict(pooler_type="cls"), "pooler_type"),
+        (dict(pooler_mode="cls"), "pooler_mode"),
+        (dict(pooler_mode="token_mean", pooler_pooling="mean"), "pooler_mode"),
         (dict(hidden_act="nope"), "hidden_act"),
         (dict(hidden_dropout_prob=1.0), "hidden_dropout_prob"),
         (dict(layer_norm_eps=0.0), "layer_norm_eps"),

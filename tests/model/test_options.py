@@ -17,7 +17,7 @@ LENGTHS = [5, 8, 11, 26, 29]  # below W, = W, merged remainder (min_window_size 
 
 @pytest.mark.parametrize("pooling", ["max", "mean"])
 def test_memory_review_residual_fast_path_equals_oracle(pooling):
-    model = make_encoder(memory_review_residual=True, pooler_pooling=pooling, num_hidden_layers=3)
+    model = make_encoder(memory_review_residual=True, pooler_mode=f"cell_{pooling}", num_hidden_layers=3)
     for doc in random_documents(LENGTHS):
         with torch.no_grad():
             out = model(doc[None])
@@ -81,6 +81,7 @@ def test_memory_review_residual_causal_no_leak_and_incremental_equals_full():
     [
         (dict(memory_review_residual=True, use_memory_review=False), "memory_review_residual"),
         (dict(pooler_pooling="median"), "pooler_pooling"),
+        (dict(pooler_mode="median"), "pooler_mode"),
         (dict(initializer_range=-0.02), "initializer_range"),
         (dict(initializer_range=0), "initializer_range"),
     ],

@@ -60,7 +60,7 @@ def test_encoder_outputs_match_rannet(converted, case):
 @pytest.mark.parametrize(
     "overrides, output, expected",
     [
-        (dict(pooler_pooling="mean"), "pooler_output", "cell_transformed_meanpool"),
+        (dict(pooler_mode="cell_mean"), "pooler_output", "cell_transformed_meanpool"),
         (dict(cell_pooling="mean"), "last_cell", "cell_pool_mean"),
         (dict(cell_pooling="max"), "last_cell", "cell_pool_max"),
     ],

@@ -142,7 +142,7 @@ def test_the_bare_encoder_can_still_be_causal_on_request(causal_checkpoint):
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# Choice fields are Literal types; integer literals for float fields; the config is checked at forward
+# Choice fields are Literal types; integer literals for float fields; edits are checked where they are made
 # ---------------------------------------------------------------------------------------------------------------------
 
 
@@ -150,7 +150,7 @@ def test_choice_fields_are_literals_validated_with_the_allowed_values():
     from typing import Literal, get_args, get_origin
 
     annotations = RANConfig.__annotations__
-    for name in ("cell_pooling", "pooler_pooling", "pooler_type"):
+    for name in ("cell_pooling", "pooler_mode"):
         assert get_origin(annotations[name]) is Literal, name
         allowed = get_args(annotations[name])
         for value in allowed:
@@ -160,6 +160,39 @@ def test_choice_fields_are_literals_validated_with_the_allowed_values():
         config = tiny_config()
         with pytest.raises(ValueError, match=rf"`{name}` must be one of"):
             setattr(config, name, "nope")  # also after construction
+
+
+@pytest.mark.parametrize(
+    "old_fields, pooler_mode",
+    [(dict(pooler_type="cell"), "cell_max"), (dict(pooler_pooling="mean"), "cell_mean"),
+     (dict(pooler_type="cell", pooler_pooling="max"), "cell_max"),
+     (dict(pooler_type="cell", pooler_pooling="mean"), "cell_mean"),
+     (dict(pooler_type="average"), "token_mean"), (dict(pooler_type="average", pooler_pooling="max"), "token_mean"),
+     (dict(pooler_type="average", pooler_pooling="mean"), "token_mean")],
+)
+def test_the_replaced_pooling_fields_map_to_pooler_mode_with_the_same_outputs(old_fields, pooler_mode):
+    old, new = tiny_config(**old_fields), tiny_config(pooler_mode=pooler_mode)
+    assert old.pooler_mode == pooler_mode and old.to_dict() == new.to_dict()
+    assert tiny_config(pooler_mode=pooler_mode, **old_fields).pooler_mode == pooler_mode  # agreeing: fine
+    torch.manual_seed(0)
+    first = RANModel(old).eval()
+    second = RANModel(new).eval()
+    second.load_state_dict(first.state_dict())
+    ids = torch.randint(1, 97, (2, 19), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        assert torch.equal(first(ids).pooler_output, second(ids).pooler_output)
+
+
+def test_the_replaced_pooling_fields_are_checked_and_cannot_be_read_or_assigned():
+    for name, allowed in (("pooler_type", ("cell", "average")), ("pooler_pooling", ("max", "mean"))):
+        with pytest.raises(ValueError, match=rf"`{name}` must be one of \({allowed[0]!r}.*got 'nope'.*pooler_mode"):
+            tiny_config(**{name: "nope"})
+        config = tiny_config()
+        for access in (lambda: getattr(config, name), lambda: setattr(config, name, allowed[0])):
+            with pytest.raises(AttributeError, match=rf"`{name}` was replaced by `pooler_mode`"):
+                access()
+    with pytest.raises(ValueError, match=r"`pooler_mode='cell_mean'` contradicts .* pass `pooler_mode` alone"):
+        tiny_config(pooler_mode="cell_mean", pooler_type="average")
 
 
 def test_integer_literals_for_float_fields_are_accepted_as_floats(tmp_path):
@@ -176,20 +209,44 @@ def test_integer_literals_for_float_fields_are_accepted_as_floats(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "name, value, match",
-    [("window_size", 0, "`window_size` must be a positive integer"),
-     ("min_window_size", 50, r"`min_window_size` must be an integer in \[0, window_size=8\]"),
-     ("hidden_dropout_prob", 1.5, r"`hidden_dropout_prob` must be in \[0, 1\)"),
-     ("layer_norm_eps", -1.0, "`layer_norm_eps` must be positive"),
-     ("hidden_act", "nope", "`hidden_act` must be one of"),
-     ("pad_token_id", 200, "`pad_token_id` must be None or in")],
+    "name, value, match, where",
+    [("window_size", 0, "`window_size` must be a positive integer", "assignment"),
+     ("min_window_size", 50, r"`min_window_size` must be an integer in \[0, window_size=8\]", "forward"),
+     ("hidden_dropout_prob", 1.5, r"`hidden_dropout_prob` must be in \[0, 1\)", "assignment"),
+     ("layer_norm_eps", -1.0, "`layer_norm_eps` must be positive", "assignment"),
+     ("hidden_act", "nope", "`hidden_act` must be one of", "assignment"),
+     ("pad_token_id", 200, "`pad_token_id` must be None or in", "forward")],
 )
 @pytest.mark.parametrize("cls", [RANModel, RANForCausalLM], ids=lambda c: c.__name__)
-def test_config_edited_into_an_invalid_value_is_caught_at_forward(cls, name, value, match):
+def test_config_edited_into_an_invalid_value_is_caught_before_torch(cls, name, value, match, where):
+    """A field's own range is checked where it is assigned (the old value stays); the two relations a forward reads
+    (`check_forward_relations`) are checked at the forward, since `from_pretrained` assigns keywords one by one."""
     model = cls(tiny_config()).eval()
-    setattr(model.config, name, value)
+    old = getattr(model.config, name)
     with pytest.raises(ValueError, match=match):
+        setattr(model.config, name, value)
+        assert where == "forward", f"{name}={value!r} was accepted at assignment"
         model(torch.ones(1, 5, dtype=torch.long))
+    if where == "assignment":
+        assert getattr(model.config, name) == old
+
+
+def test_the_config_is_not_validated_again_at_every_forward(monkeypatch):
+    model = RANModel(tiny_config()).eval()
+    calls = []
+    monkeypatch.setattr(RANConfig, "validate_architecture", lambda self: calls.append(1))
+    with torch.no_grad():
+        model(torch.ones(1, 5, dtype=torch.long))
+    assert not calls
+
+
+def test_related_fields_can_be_changed_one_by_one():
+    config = tiny_config()  # window 8, min window 3
+    config.min_window_size = 6
+    config.window_size = 4  # min_window_size > window_size until the next line: allowed in between
+    config.min_window_size = 2
+    config.validate_architecture()
+    assert RANModel(config)(torch.ones(1, 9, dtype=torch.long)).last_hidden_state.shape == (1, 9, 32)
 
 
 # ---------------------------------------------------------------------------------------------------------------------

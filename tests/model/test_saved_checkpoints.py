@@ -1,5 +1,5 @@
-"""Checkpoints saved by an earlier version of ran_hf (commit 677ce17, `tests/fixtures/make_saved_checkpoints.py`)
-load with the current code and compute the outputs they computed then, bit for bit."""
+"""Checkpoints saved by earlier versions of ran_hf (`tests/fixtures/make_saved_checkpoints.py`, which names the
+commit that wrote each) load with the current code and compute the outputs they computed then, bit for bit."""
 
 import json
 import os
@@ -9,7 +9,7 @@ import torch
 from safetensors.torch import load_file
 
 from conftest import FIXTURES
-from ran_hf import RANForCausalLM, RANForSequenceClassification, RANModel
+from ran_hf import RANConfig, RANForCausalLM, RANForSequenceClassification, RANModel
 
 
 SAVED = os.path.join(FIXTURES, "saved_checkpoints")
@@ -44,6 +44,25 @@ def test_classifier_with_the_average_pooler():
     assert_same(logits, expected["logits"], "logits")
 
 
+def test_classifier_with_the_cell_max_pooler_written_with_the_old_pooling_fields():
+    model, expected, _ = load("classifier_cell_max_pooler", RANForSequenceClassification)
+    assert model.config.pooler_mode == "cell_max" and model.config.cell_pooling == "mean"
+    with torch.no_grad():
+        logits = model(expected["input_ids"], attention_mask=expected["attention_mask"]).logits
+    assert_same(logits, expected["logits"], "logits")
+
+
+@pytest.mark.parametrize("name, pooler_mode", [("encoder_mean_pooling", "cell_mean"),
+                                               ("classifier_average_pooler", "token_mean"),
+                                               ("classifier_cell_max_pooler", "cell_max"), ("causal_lm", "cell_max")])
+def test_old_pooling_fields_are_read_as_pooler_mode_and_saved_as_it(name, pooler_mode, tmp_path):
+    config = RANConfig.from_pretrained(os.path.join(SAVED, name))
+    assert config.pooler_mode == pooler_mode
+    config.save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert saved["pooler_mode"] == pooler_mode and "pooler_type" not in saved and "pooler_pooling" not in saved
+
+
 def test_causal_lm_logits_and_greedy_generation():
     model, expected, meta = load("causal_lm", RANForCausalLM)
     with torch.no_grad():
@@ -54,10 +73,11 @@ def test_causal_lm_logits_and_greedy_generation():
     assert_same(generated, expected["generated"], "generated")
 
 
-@pytest.mark.parametrize("name", ["encoder_mean_pooling", "classifier_average_pooler", "causal_lm"])
+@pytest.mark.parametrize("name", ["encoder_mean_pooling", "classifier_average_pooler", "classifier_cell_max_pooler",
+                                  "causal_lm"])
 def test_saved_configs_load_and_save_again(name, tmp_path):
     cls = {"encoder_mean_pooling": RANModel, "classifier_average_pooler": RANForSequenceClassification,
-           "causal_lm": RANForCausalLM}[name]
+           "classifier_cell_max_pooler": RANForSequenceClassification, "causal_lm": RANForCausalLM}[name]
     model, expected, _ = load(name, cls)
     model.save_pretrained(tmp_path)
     reloaded = cls.from_pretrained(tmp_path).eval()

@@ -32,21 +32,21 @@ def run(tmp_path, name, *flags):
 
 def test_recipe_is_the_from_scratch_default_and_authors_turns_it_off(tmp_path, capsys):
     out, config, args = run(tmp_path, "recipe")
-    assert config["memory_review_residual"] is True and config["pooler_pooling"] == "mean"
+    assert config["memory_review_residual"] is True and config["pooler_mode"] == "cell_mean"
     assert args.learning_rate == 2e-4 and args.lr_scheduler_type == "linear" and args.num_train_epochs == 3
 
     # `from-scratch-average`: the same model and schedule, the document vector the plain mean of the token outputs
     average_out, average, average_args = run(tmp_path, "average", "--recipe", "from-scratch-average")
-    assert config["pooler_type"] == "cell" and average["pooler_type"] == "average"
-    assert {k: v for k, v in average.items() if k not in ("pooler_type", "transformers_version")} == {
-        k: v for k, v in config.items() if k not in ("pooler_type", "transformers_version")}
+    assert config["pooler_mode"] == "cell_mean" and average["pooler_mode"] == "token_mean"
+    assert {k: v for k, v in average.items() if k not in ("pooler_mode", "transformers_version")} == {
+        k: v for k, v in config.items() if k not in ("pooler_mode", "transformers_version")}
     assert (average_args.learning_rate, average_args.num_train_epochs, average_args.lr_scheduler_type,
             average_args.warmup_steps) == (args.learning_rate, args.num_train_epochs, args.lr_scheduler_type,
                                            args.warmup_steps)
     assert json.loads((average_out / "all_results.json").read_text())["test_samples"] == 8
 
     _, config, args = run(tmp_path, "authors", "--recipe", "authors")
-    assert config["memory_review_residual"] is False and config["pooler_pooling"] == "max"
+    assert config["memory_review_residual"] is False and config["pooler_mode"] == "cell_max"
     assert args.learning_rate == 3e-4 and args.num_train_epochs == 6
 
     # explicit flags win over the recipe, and the log shows the config that was built
@@ -54,7 +54,7 @@ def test_recipe_is_the_from_scratch_default_and_authors_turns_it_off(tmp_path, c
     _, config, args = run(tmp_path, "explicit", "--config_overrides", "memory_review_residual=false",
                           "--learning_rate", "5e-4")
     assert config["memory_review_residual"] is False and args.learning_rate == 5e-4
-    assert ("config {'memory_review_residual': False, 'pooler_pooling': 'mean'} (memory_review_residual from "
+    assert ("config {'memory_review_residual': False, 'pooler_mode': 'cell_mean'} (memory_review_residual from "
             "--config_overrides)") in capsys.readouterr().out
 
     # from a checkpoint the recipe does nothing: the checkpoint's config and the script's learning rate

@@ -138,3 +138,11 @@ def test_prediction_order_survives_length_grouped_training(tmp_path):
     torch.testing.assert_close(predictions(trainer_setup.RANTrainer), expected, rtol=1e-4, atol=1e-5)
     # the plain Trainer reorders them (if it stops doing so, RANTrainer's override can go)
     assert not np.allclose(predictions(Trainer), expected, atol=1e-3)
+
+
+def test_config_overrides_name_pooler_mode_for_the_replaced_pooling_fields():
+    arguments = model_args.RANModelArguments(config_overrides="pooler_mode=token_mean,cell_pooling=mean")
+    assert arguments.parsed_config_overrides() == {"pooler_mode": "token_mean", "cell_pooling": "mean"}
+    for old in ("pooler_type=average", "pooler_pooling=mean"):
+        with pytest.raises(ValueError, match="replaced by pooler_mode"):
+            model_args.RANModelArguments(config_overrides=old).parsed_config_overrides()

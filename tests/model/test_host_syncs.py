@@ -1,0 +1,90 @@
+"""Device-to-host reads of a training step. On an accelerator each read of a tensor's value from Python (`item`,
+`tolist`, `bool(t)`, `int(t)`, ...) waits for the device. The window layout needs a few per forward (the grid's
+size is data-dependent); a training step must add none: the input and label checks skip their reads on an
+accelerator with gradients on (`input_checks.reads_values`), and the layout's reads happen once per forward, not
+once per layer. Counted here on CPU with the accelerator rule of `reads_values` switched on."""
+
+import collections
+
+import pytest
+import torch
+
+import ran_hf.input_checks as input_checks
+from conftest import randomize, tiny_config
+from ran_hf import (
+    RANForCausalLM,
+    RANForMaskedLM,
+    RANForQuestionAnswering,
+    RANForSequenceClassification,
+    RANForTokenClassification,
+)
+from ran_hf.window_layout import RANWindowLayout
+
+
+HOST_READS = ("item", "tolist", "__bool__", "__int__", "__float__", "__index__")
+
+
+@pytest.fixture
+def host_reads(monkeypatch):
+    """A counter of the Python-level reads of tensor values while it is installed."""
+    counter = collections.Counter()
+    for name in HOST_READS:
+        original = getattr(torch.Tensor, name)
+
+        def counted(self, *args, __name=name, __original=original, **kwargs):
+            counter[__name] += 1
+            return __original(self, *args, **kwargs)
+
+        monkeypatch.setattr(torch.Tensor, name, counted)
+    return counter
+
+
+def batch():
+    ids = torch.randint(1, 97, (2, 29), generator=torch.Generator().manual_seed(0))
+    mask = torch.ones_like(ids)
+    mask[1, 20:] = 0  # a padded row: the layout takes its general path
+    return ids, mask
+
+
+def layout_reads(host_reads, mask, causal: bool) -> int:
+    """What one forward's layout reads: building it, then the values its layers ask for (each read once)."""
+    host_reads.clear()
+    layout = RANWindowLayout.from_mask(mask.bool(), 8, 0 if causal else 3, causal=causal)
+    layout.key_mask(), layout.last_window_unfinished, layout.num_past
+    return sum(host_reads.values())
+
+
+def test_reads_values_is_off_on_an_accelerator_with_gradients_on():
+    on_accelerator = torch.empty(2, device="meta")
+    assert not input_checks.reads_values(on_accelerator)
+    with torch.no_grad():
+        assert input_checks.reads_values(on_accelerator)  # inference (pipelines, evaluation) is checked
+    assert input_checks.reads_values(torch.empty(2))
+
+
+@pytest.mark.parametrize("cls", [RANForSequenceClassification, RANForMaskedLM, RANForTokenClassification,
+                                 RANForQuestionAnswering], ids=lambda c: c.__name__)
+def test_a_bidirectional_training_step_reads_only_what_the_layout_needs(cls, host_reads, monkeypatch):
+    monkeypatch.setattr(input_checks, "reads_values", lambda tensor: False)  # the rule on an accelerator
+    ids, mask = batch()
+    model = randomize(cls(tiny_config(num_labels=3, num_hidden_layers=3))).train()
+    if cls is RANForQuestionAnswering:
+        labels = dict(start_positions=torch.tensor([3, 4]), end_positions=torch.tensor([5, 9]))
+    elif cls is RANForSequenceClassification:
+        labels = dict(labels=torch.tensor([0, 2]))
+    else:
+        labels = dict(labels=(ids % 3).masked_fill(mask == 0, -100))
+    expected = layout_reads(host_reads, mask, causal=False)
+    host_reads.clear()
+    model(ids, attention_mask=mask, **labels).loss.backward()
+    assert sum(host_reads.values()) == expected, dict(host_reads)
+
+
+def test_a_causal_training_step_reads_the_layout_and_one_history_length_per_layer(host_reads, monkeypatch):
+    monkeypatch.setattr(input_checks, "reads_values", lambda tensor: False)
+    ids, mask = batch()
+    model = randomize(RANForCausalLM(tiny_config(num_hidden_layers=3))).train()
+    expected = layout_reads(host_reads, mask, causal=True) + 3  # each layer's state sizes its review history
+    host_reads.clear()
+    model(ids, attention_mask=mask, labels=ids.masked_fill(mask == 0, -100)).loss.backward()
+    assert sum(host_reads.values()) == expected, dict(host_reads)
