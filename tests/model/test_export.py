@@ -14,7 +14,7 @@ from unittest import mock
 import pytest
 import torch
 
-from ran_hf import RANForCausalLM, RANForMaskedLM, RANForSequenceClassification, RANModel
+from ran_hf import RANConfig, RANForCausalLM, RANForMaskedLM, RANForSequenceClassification, RANModel
 from conftest import randomize, tiny_config
 
 
@@ -171,3 +171,50 @@ def test_readme_export_gives_the_eager_shapes_and_meaningful_onnx_names(model, t
             assert exported[name].shape == eager[name].shape, (name, tuple(ids.shape))
             assert onnx_outputs[name].shape == tuple(eager[name].shape), (name, tuple(ids.shape))
             assert abs(torch.from_numpy(onnx_outputs[name]) - eager[name]).max().item() <= 1e-4, name
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# torch.compile(dynamic=True)
+# ---------------------------------------------------------------------------------------------------------------------
+# `torch.compile(model, dynamic=True)`: Dynamo traces every float attribute (norm eps, dropout p, attention
+# scaling) as a symbolic float, which `torch._higher_order_ops.while_loop` does not take into its body in torch 2.13,
+# so the cell chain runs as a Python loop between compiled graphs there (`run_chain_while_loop`); the graphs around it
+# are dynamic in the number of windows. Checked with the `eager` backend: the outputs equal the uncompiled model's at
+# two lengths, and the second length runs without a recompilation.
+
+
+def dynamic_compile_config(**overrides):
+    return RANConfig(vocab_size=500, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                     attention_head_size=16, window_size=16, **overrides)
+
+
+@pytest.fixture
+def fresh_dynamo():
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def random_ids_500(length, rows=2, seed=0):
+    return torch.randint(1, 500, (rows, length), generator=torch.Generator().manual_seed(seed))
+
+
+def test_dynamic_compile_gives_the_eager_outputs_at_two_lengths(fresh_dynamo, one_thread):
+    model = randomize(RANModel(dynamic_compile_config())).eval()
+    compiled = torch.compile(model, backend="eager", dynamic=True)
+    with torch.no_grad():
+        for length, seed in ((100, 0), (37, 1)):
+            got, expected = compiled(random_ids_500(length, seed=seed)), model(random_ids_500(length, seed=seed))
+            torch.testing.assert_close(got.last_hidden_state, expected.last_hidden_state, atol=1e-5, rtol=0)
+            torch.testing.assert_close(got.pooler_output, expected.pooler_output, atol=1e-5, rtol=0)
+
+
+def test_dynamic_compile_serves_a_second_length_without_recompiling(fresh_dynamo, one_thread):
+    model = randomize(RANModel(dynamic_compile_config())).eval()
+    compiled = torch.compile(model, backend="eager", dynamic=True)
+    with torch.no_grad():
+        compiled(random_ids_500(100))
+        with torch.compiler.set_stance("fail_on_recompile"):
+            compiled(random_ids_500(37, seed=1))

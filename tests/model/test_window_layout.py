@@ -1,4 +1,4 @@
-"""The work plan of a long input does not change shape at particular lengths.
+"""RANWindowLayout: the work plan of a long input does not change shape at particular lengths.
 
 A forward of 196,608, 200,000 and 200,001 tokens (hidden 32, one layer, window 256, batch 1, no_grad) peaked at
 773-898 MB of resident memory from run to run with glibc's default (dynamic) mmap threshold, and at 696-697 MB for
