@@ -1,5 +1,6 @@
 import json
 import os
+import re
 import sys
 
 import numpy as np
@@ -79,6 +80,17 @@ def pad_batch(docs, length=None, left=False):
 def max_abs_error(a, b) -> float:
     return float((a - b).detach().abs().max())
 
+
+
+README = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")
+
+
+def readme_block(marker: str, language: str = "python") -> str:
+    """The code block right after `<!-- marker -->` in README.md, for tests that run the README's examples verbatim."""
+    with open(README, encoding="utf-8") as f:
+        match = re.search(rf"<!-- {marker} -->\n```{language}\n(.*?)```", f.read(), re.S)
+    assert match, f"README.md lost its `<!-- {marker} -->` code block"
+    return match.group(1)
 
 @pytest.fixture
 def device():

@@ -7,18 +7,15 @@ window, a remainder merged into the window before (`min_window_size`), a remaind
 """
 
 import copy
-import os
-import re
 from unittest import mock
 
 import pytest
 import torch
 
 from ran_hf import RANConfig, RANForCausalLM, RANForMaskedLM, RANForSequenceClassification, RANModel
-from conftest import randomize, tiny_config
+from conftest import randomize, readme_block, tiny_config
 
 
-README = os.path.join(os.path.dirname(__file__), "..", "..", "README.md")
 # tiny_config: window_size 8, min_window_size 3
 LENGTHS = {"shorter than W": 5, "2 W": 16, "merged remainder": 18, "kept remainder": 21, "5 W": 40}
 
@@ -141,13 +138,6 @@ def test_compiled_training_step_gives_the_eager_gradients(one_thread):
     torch._dynamo.reset()
 
 
-def readme_export_example() -> str:
-    with open(README, encoding="utf-8") as f:
-        match = re.search(r"<!-- export-example -->\n```python\n(.*?)```", f.read(), re.S)
-    assert match, "README.md lost its `<!-- export-example -->` code block"
-    return match.group(1)
-
-
 def test_readme_export_gives_the_eager_shapes_and_meaningful_onnx_names(model, tmp_path, monkeypatch, one_thread):
     """The README's export example, run verbatim on a tiny checkpoint: the exported program and the ONNX model in
     onnxruntime give every output with eager's shape (`cells` without the static grid's spare windows) and values
@@ -157,7 +147,7 @@ def test_readme_export_gives_the_eager_shapes_and_meaningful_onnx_names(model, t
     model.save_pretrained(tmp_path / "outputs" / "mlm")
     monkeypatch.chdir(tmp_path)
     namespace = {"torch": torch}
-    exec(compile(readme_export_example(), "README.md:export-example", "exec"), namespace)
+    exec(compile(readme_block("export-example"), "README.md:export-example", "exec"), namespace)
     program, names = namespace["program"], namespace["names"]
     assert names == ["last_hidden_state", "pooler_output", "last_cell", "cells"]
     session = onnxruntime.InferenceSession(str(tmp_path / "ran.onnx"), providers=["CPUExecutionProvider"])

@@ -8,7 +8,7 @@ import torch
 
 from ran_hf import RANConfig, RANForCausalLM
 from ran_hf import reference as oracle
-from conftest import DEVICE, make_encoder, max_abs_error, random_documents, randomize, tiny_config
+from conftest import DEVICE, make_encoder, max_abs_error, pad_batch, random_documents, randomize, tiny_config
 
 
 TOLERANCE = 1e-5
@@ -43,14 +43,9 @@ def test_memory_review_residual_padding_invariance(left):
     model = make_encoder(memory_review_residual=True)
     docs = random_documents(LENGTHS, seed=1)
     width = max(map(len, docs)) + 3
-    ids = torch.zeros(len(docs), width, dtype=torch.long, device=DEVICE)
-    for i, d in enumerate(docs):
-        if left:
-            ids[i, width - len(d):] = d
-        else:
-            ids[i, : len(d)] = d
+    ids, mask = pad_batch(docs, width, left=left)
     with torch.no_grad():
-        batched = model(ids, attention_mask=(ids != 0).long())
+        batched = model(ids, attention_mask=mask)
         for i, d in enumerate(docs):
             alone = model(d[None])
             rows = slice(width - len(d), width) if left else slice(0, len(d))

@@ -5,28 +5,17 @@ both in `modules_to_save`; the test checks that they and the LoRA matrices train
 checkpoint stays put, and that the saved adapter reloads to the same logits.
 """
 
-import os
-import re
 
 import pytest
 import torch
 
 from ran_hf import RANForMaskedLM
-from conftest import randomize, tiny_config
+from conftest import randomize, readme_block, tiny_config
 
 
 peft = pytest.importorskip("peft")
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-README = os.path.join(os.path.dirname(__file__), "..", "..", "README.md")
-
-
-def readme_lora_example() -> str:
-    with open(README, encoding="utf-8") as f:
-        text = f.read()
-    match = re.search(r"<!-- lora-example -->\n```python\n(.*?)```", text, re.S)
-    assert match, "README.md lost its `<!-- lora-example -->` code block"
-    return match.group(1)
 
 
 def labelled_documents(count=16, length=24, seed=0):
@@ -50,7 +39,7 @@ def test_readme_lora_example_trains_adapters_pooler_and_classifier_only(tmp_path
 
     monkeypatch.chdir(tmp_path)
     namespace = {"mlm_checkpoint": mlm_checkpoint, "train_dataset": labelled_documents()}
-    exec(compile(readme_lora_example(), "README.md:lora-example", "exec"), namespace)
+    exec(compile(readme_block("lora-example"), "README.md:lora-example", "exec"), namespace)
     model, reloaded = namespace["model"], namespace["reloaded"]
 
     trained = dict(model.named_parameters())

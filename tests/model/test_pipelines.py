@@ -2,8 +2,6 @@
 token-classification on documents of a few thousand tokens, with nothing truncated at 512; the README's
 quickstart run verbatim."""
 
-import os
-import re
 
 import pytest
 import torch
@@ -11,7 +9,7 @@ from transformers import pipeline
 
 from ran_hf import RANForCausalLM, RANForMaskedLM, RANForSequenceClassification, RANForTokenClassification
 from ran_hf.convert_official_checkpoint import _save_tokenizer
-from conftest import randomize, tiny_config
+from conftest import randomize, readme_block, tiny_config
 
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -110,14 +108,6 @@ def test_token_classification_tags_tokens_beyond_512(saved_dirs):
     assert last["word"] == text.split()[-1] and text[last["start"]:last["end"]] == last["word"]
 
 
-def readme_quickstart() -> str:
-    readme = os.path.join(os.path.dirname(__file__), "..", "..", "README.md")
-    with open(readme, encoding="utf-8") as f:
-        match = re.search(r"<!-- quickstart -->\n```python\n(.*?)```", f.read(), re.S)
-    assert match, "README.md lost its `<!-- quickstart -->` code block"
-    return match.group(1)
-
-
 def test_readme_quickstart_runs_on_tiny_checkpoints(tmp_path, monkeypatch):
     """The README's quickstart, verbatim, on tiny checkpoints where the main job, run_mlm.py and run_clm.py put
     theirs: the classifier returns the saved label names for documents of a few thousand tokens."""
@@ -136,6 +126,6 @@ def test_readme_quickstart_runs_on_tiny_checkpoints(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     namespace = {"long_text_1": long_text(2500, seed=3), "long_text_2": long_text(900, seed=4),
                  "text_with_one_mask": " ".join(words)}
-    exec(compile(readme_quickstart(), "README.md:quickstart", "exec"), namespace)
+    exec(compile(readme_block("quickstart"), "README.md:quickstart", "exec"), namespace)
     assert namespace["probs"].shape == (2, 2)
     assert set(namespace["labels"]) <= set(names.values())

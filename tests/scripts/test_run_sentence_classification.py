@@ -4,13 +4,12 @@ from a config, saved as a sentence-transformers folder): it trains, reports, cac
 saves a model that classifies raw documents."""
 
 import json
-import os
 import random
-import re
 
 import pytest
 import torch
 
+from conftest import readme_block
 from run_scripts import run_sentence_classification
 from tests.model.test_sentence_models import make_tiny_sentence_encoder
 
@@ -53,14 +52,6 @@ def run(data, output_dir, *flags):
         "--ran_hidden_size", "8", "--ran_heads", "2", "--sentence_window", "2", "--learning_rate", "1e-2", *flags])
 
 
-def readme_sentence_example() -> str:
-    readme = os.path.join(os.path.dirname(__file__), "..", "..", "README.md")
-    with open(readme, encoding="utf-8") as f:
-        match = re.search(r"<!-- sentence-example -->\n```python\n(.*?)```", f.read(), re.S)
-    assert match, "README.md lost its `<!-- sentence-example -->` code block"
-    return match.group(1)
-
-
 def test_frozen_run_reports_caches_and_saves_a_raw_text_classifier(data, tmp_path, monkeypatch):
     output_dir = tmp_path / "outputs" / "sentences"
     results = run(data, output_dir, "--head", "ran")
@@ -74,7 +65,7 @@ def test_frozen_run_reports_caches_and_saves_a_raw_text_classifier(data, tmp_pat
     # the README's lines classify raw documents with the saved folder alone
     monkeypatch.chdir(tmp_path)
     namespace = {"torch": torch, "long_text": "The goal of the team. A match and a score."}
-    exec(compile(readme_sentence_example(), "README.md:sentence-example", "exec"), namespace)
+    exec(compile(readme_block("sentence-example"), "README.md:sentence-example", "exec"), namespace)
     assert namespace["labels"][0] in ("sports", "politics")
 
     # a second run reads the cached sentence vectors: no encoder is loaded
