@@ -769,6 +769,8 @@ class RANPreTrainedModel(PreTrainedModel):
     _supports_flex_attn = True
     # `_can_record_outputs` / `@capture_outputs` are not used: hidden states live on the window grid (B, n, C, D)
     # inside the layers and are mapped back to (B, L, D) by the layout, which a forward hook cannot do.
+    # `@auto_docstring` is not used: every forward keeps its own docstring, with the window-grid shapes and the
+    # paper's equation numbers that the library's shared argument texts do not have.
     # The mode: the task heads are bidirectional and RANForCausalLM is causal, whatever `config.is_decoder` says;
     # a bare RANModel reads `config.is_decoder` (see `RANModel.__init__`).
     is_causal: bool = False
