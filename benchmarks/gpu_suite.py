@@ -94,7 +94,8 @@ SCALES = {
                  nan_lengths=[256, 1024], check_length=96, contexts=[16, 64, 256], decode_tokens=3,
                  prefill_chunk=64, long_length=512, optimise_lengths=[128], matmul_size=256,
                  max_call_s=20.0, max_case_s=2.0, warmup=1, repeats=2, budget_s=1200, pytest_timeout=60,
-                 pytest_files=["tests/model/test_parity.py"], pytest_select="", compile_backend="aot_eager",
+                 pytest_files=["tests/model/test_parity.py"], pytest_select="directory_loads",
+                 compile_backend="aot_eager",
                  caps=dict(env=60, checks=90, pytest=120, speed=240, profile=90, generation=90, long_train=60,
                            optimise=120)),
 }

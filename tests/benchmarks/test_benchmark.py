@@ -20,16 +20,15 @@ def test_projection_follows_the_measured_exponent():
 def test_tiny_run_writes_results_table_and_plots(tmp_path):
     out = tmp_path / "bench"
     data = benchmark.main([
-        "--models", "ran", "bert", "rannet", "--lengths", "128", "256", "--modes", "forward", "train", "train_gc",
-        "--gc-lengths", "256", "--contexts", "64", "--decode-tokens", "2", "--hidden-size", "32", "--num-heads",
+        "--models", "ran", "bert", "rannet", "--lengths", "128", "--modes", "forward", "train", "train_gc",
+        "--gc-lengths", "128", "--contexts", "64", "--decode-tokens", "2", "--hidden-size", "32", "--num-heads",
         "2", "--vocab-size", "101", "--window-size", "32", "--repeats", "1", "--warmup", "0", "--device", "cpu",
         "--threads", "1", "--out-dir", str(out),
     ])
     rows = data["results"]
     measured = [r for r in rows if "median_s" in r]
     assert {(r["model"], r["mode"], r["seq_len"]) for r in measured} == {
-        (m, mode, L) for m in ("ran", "bert") for mode in ("forward", "train") for L in (128, 256)
-    } | {("ran", "train_gc", 256), ("bert", "train_gc", 256)}
+        (m, mode, 128) for m in ("ran", "bert") for mode in ("forward", "train", "train_gc")}
     assert all(r["output_finite"] and r["tokens_per_s"] > 0 and r["peak_rss_mb"] > 0 for r in measured)
     # rannet only runs the base-like size: recorded as not applicable, never as a failure
     assert all(r["skipped"].startswith("n/a") for r in rows if r.get("model") == "rannet")
@@ -37,7 +36,7 @@ def test_tiny_run_writes_results_table_and_plots(tmp_path):
     assert {r["model"] for r in generation} == {"ran", "gpt2"} and all(r["decode_ms_median"] > 0 for r in generation)
     assert json.loads((out / "results.json").read_text())["meta"]["matmul_gflops_fp32"] > 0
     table = (out / "table.md").read_text()
-    assert "| RAN (ran_hf) |" in table and "| rannet 0.3.1 (TF) | n/a | n/a |" in table
+    assert "| RAN (ran_hf) |" in table and "| rannet 0.3.1 (TF) | n/a |\n" in table
     for name in ("forward_fp32_b1.png", "train_fp32_b1.png", "train_gc_fp32_b1.png", "generation.png"):
         assert (out / name).stat().st_size > 10_000, name
 
