@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from ran_hf import RANConfig, RANModel
-from conftest import DEVICE, make_encoder, pad_batch, random_documents, tiny_config
+from conftest import DEVICE, make_encoder, max_abs_error, pad_batch, random_documents, tiny_config
 from ran_hf import reference as oracle
 from run_scripts.helpers.recipes import RECIPES
 
@@ -14,7 +14,7 @@ TOLERANCE = 1e-5
 
 
 def assert_close(a, b, what):
-    err = float((a - b).detach().abs().max())
+    err = max_abs_error(a, b)
     assert err <= TOLERANCE, f"{what}: max abs error {err:.3g}"
 
 

@@ -20,8 +20,8 @@ from conftest import randomize, readme_block, tiny_config
 LENGTHS = {"shorter than W": 5, "2 W": 16, "merged remainder": 18, "kept remainder": 21, "5 W": 40}
 
 
-def inputs(length, seed=3, rows=2):
-    ids = torch.randint(1, 97, (rows, length), generator=torch.Generator().manual_seed(seed))
+def inputs(length, seed=3, rows=2, vocab=97):
+    ids = torch.randint(1, vocab, (rows, length), generator=torch.Generator().manual_seed(seed))
     return ids, torch.ones_like(ids)
 
 
@@ -187,16 +187,12 @@ def fresh_dynamo():
     torch._dynamo.reset()
 
 
-def random_ids_500(length, rows=2, seed=0):
-    return torch.randint(1, 500, (rows, length), generator=torch.Generator().manual_seed(seed))
-
-
 def test_dynamic_compile_gives_the_eager_outputs_at_two_lengths(fresh_dynamo, one_thread):
     model = randomize(RANModel(dynamic_compile_config())).eval()
     compiled = torch.compile(model, backend="eager", dynamic=True)
     with torch.no_grad():
         for length, seed in ((100, 0), (37, 1)):
-            got, expected = compiled(random_ids_500(length, seed=seed)), model(random_ids_500(length, seed=seed))
+            got, expected = compiled(inputs(length, seed, vocab=500)[0]), model(inputs(length, seed, vocab=500)[0])
             torch.testing.assert_close(got.last_hidden_state, expected.last_hidden_state, atol=1e-5, rtol=0)
             torch.testing.assert_close(got.pooler_output, expected.pooler_output, atol=1e-5, rtol=0)
 
@@ -205,6 +201,6 @@ def test_dynamic_compile_serves_a_second_length_without_recompiling(fresh_dynamo
     model = randomize(RANModel(dynamic_compile_config())).eval()
     compiled = torch.compile(model, backend="eager", dynamic=True)
     with torch.no_grad():
-        compiled(random_ids_500(100))
+        compiled(inputs(100, seed=0, vocab=500)[0])
         with torch.compiler.set_stance("fail_on_recompile"):
-            compiled(random_ids_500(37, seed=1))
+            compiled(inputs(37, seed=1, vocab=500)[0])
