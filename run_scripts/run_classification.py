@@ -88,7 +88,7 @@ from run_scripts.helpers.data_files import (
     split_columns,
 )
 from run_scripts.helpers.model_args import RANModelArguments, build_model
-from run_scripts.helpers.recipes import RECIPES, get_recipe
+from run_scripts.helpers.recipes import RECIPES, Recipe, get_recipe
 from run_scripts.helpers.reports import (
     classification_scores,
     command_line,
@@ -134,8 +134,14 @@ SCRIPT_DEFAULTS = trainer_defaults(
 DEFAULT_TOKENIZER = os.path.join(DATA_DIR, "tokenizer")
 # The shipped files label hyperpartisan articles 1 and the others 0; the saved model names them.
 DEFAULT_CLASS_NAMES = "0=not-hyperpartisan,1=hyperpartisan"
-DEFAULT_JOB_ARGS = ["--max_length", "1024", "--tokenizer_name", DEFAULT_TOKENIZER,
-                    "--class_names", DEFAULT_CLASS_NAMES]
+DEFAULT_RECIPE = "from-scratch"
+
+
+def default_job_arguments(recipe: Recipe | None) -> list[str]:
+    """What the default Hyperpartisan job adds: the length, the label names, and for random weights the shipped
+    tokenizer (a checkpoint brings its own)."""
+    tokenizer = ["--tokenizer_name", DEFAULT_TOKENIZER] if recipe is None or recipe.checkpoint is None else []
+    return ["--max_length", "1024", *tokenizer, "--class_names", DEFAULT_CLASS_NAMES]
 DATA_FLAGS = ("--train_file", "--validation_file", "--test_file", "--dataset_name")
 # --dataset_name: the split names read as training, validation and test data (the first one present)
 DATASET_SPLITS = {"train": ("train",), "validation": ("validation", "valid", "dev"), "test": ("test",)}
@@ -145,11 +151,13 @@ DATASET_SPLITS = {"train": ("train",), "validation": ("validation", "valid", "de
 class ModelArguments(RANModelArguments):
     tokenizer_vocab_size: int = field(default=8000, metadata={"help": "Vocabulary of a tokenizer trained here."})
     recipe: str = field(
-        default="from-scratch",
-        metadata={"help": "From scratch only (ignored with --model_name_or_path): 'from-scratch' turns on "
-                          "memory_review_residual and mean pooling in the cell transform (without the residual the "
-                          "full model stalls at chance from random weights: research/stall_diagnosis/README.md), builds D 256 x 4 "
-                          "layers (4 x 64 heads, window 256) and trains 3 epochs at lr 2e-4 with 10%% linear warm-up; "
+        default=DEFAULT_RECIPE,
+        metadata={"help": "Ignored with --model_name_or_path. 'pretrained' fine-tunes the RAN pretrained on books "
+                          "(pretrained/ran-books-small, with its 16k tokenizer) with mean pooling in the cell "
+                          "transform, 3 epochs at lr 1e-4 with 10%% linear warm-up. 'from-scratch' trains from "
+                          "random weights with memory_review_residual (without it the full model stalls at chance: "
+                          "research/stall_diagnosis/README.md) and mean pooling in the cell transform, D 256 x 4 "
+                          "layers (4 x 64 heads, window 256), 3 epochs at lr 2e-4 with 10%% linear warm-up; "
                           "'from-scratch-average' is the same with the mean of the token outputs as the document "
                           "vector (pooler_mode=token_mean; far ahead on 20 Newsgroups' dev, level on Hyperpartisan's); "
                           "'authors' is the authors' architecture with the script's defaults (D 128 x 2 layers, lr "
@@ -315,17 +323,18 @@ def main(argv: list[str] | None = None) -> dict:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = HfArgumentParser((ModelArguments, DataTrainingArguments, TrainingArguments))
     default_job = not any(a.split("=", 1)[0] in DATA_FLAGS for a in argv)
-    from_scratch = flag_value(argv, "--model_name_or_path") is None
-    recipe = get_recipe(flag_value(argv, "--recipe") or "from-scratch") if from_scratch else None
-    defaults = SCRIPT_DEFAULTS + (list(recipe.flags) if recipe else []) + (
-        DEFAULT_JOB_ARGS if default_job else [])
+    own_checkpoint = flag_value(argv, "--model_name_or_path") is not None
+    recipe = None if own_checkpoint else get_recipe(flag_value(argv, "--recipe") or DEFAULT_RECIPE)
+    defaults = SCRIPT_DEFAULTS + (recipe.arguments() if recipe else []) + (
+        default_job_arguments(recipe) if default_job else [])
     model_args, data_args, training_args = parse_args(parser, argv, defaults)
     setup_logging(training_args)
     if recipe:
         overrides = model_args.parsed_config_overrides()
         config = {name: overrides.get(name, value) for name, value in recipe.config.items()}
         replaced = [name for name in recipe.config if name in overrides]
-        logger.info(f"From scratch with the '{recipe.name}' recipe: config {config or 'of the authors'}"
+        start = f"From {recipe.checkpoint}" if recipe.checkpoint else "From scratch"
+        logger.info(f"{start} with the '{recipe.name}' recipe: config {config or 'of the authors'}"
                     + (f" ({', '.join(replaced)} from --config_overrides)" if replaced else "")
                     + f", flags {' '.join(recipe.flags) or 'of the script'} (explicit flags win).")
     setup_threads(model_args)
@@ -488,7 +497,7 @@ def main(argv: list[str] | None = None) -> dict:
     config_overrides = {"id2label": dict(enumerate(label_list)), "label2id": label2id,
                         "problem_type": "multi_label_classification" if multi else "single_label_classification"}
     model = build_model(AutoModelForSequenceClassification, model_args, tokenizer, config_overrides,
-                        ignore_mismatched_sizes=True, scratch_defaults=recipe.config if recipe else None)
+                        ignore_mismatched_sizes=True, recipe_config=recipe.config if recipe else None)
 
     def compute_metrics(eval_pred):
         preds = logits_to_predictions(eval_pred.predictions, multi, data_args.multi_label_threshold)

@@ -116,10 +116,10 @@ class RANModelArguments:
 
 
 def build_model(auto_class, model_args: RANModelArguments, tokenizer, config_overrides: dict | None = None,
-                ignore_mismatched_sizes: bool = False, scratch_defaults: dict | None = None):
+                ignore_mismatched_sizes: bool = False, recipe_config: dict | None = None):
     """A RAN from `--model_name_or_path` (with `config_overrides`, e.g. the labels) or from scratch (the config flags,
-    `vocab_size` = the tokenizer's size, `pad_token_id` = the tokenizer's pad id). `scratch_defaults` (a recipe's
-    RANConfig fields) apply from scratch only, under the config flags and `--config_overrides`."""
+    `vocab_size` = the tokenizer's size, `pad_token_id` = the tokenizer's pad id). `recipe_config` (a recipe's
+    RANConfig fields) applies under the config flags and `--config_overrides`."""
     config_overrides = {**model_args.parsed_config_overrides(), **(config_overrides or {})}
     if model_args.model_name_or_path:
         config = AutoConfig.from_pretrained(model_args.model_name_or_path,
@@ -127,14 +127,14 @@ def build_model(auto_class, model_args: RANModelArguments, tokenizer, config_ove
         if getattr(config, "model_type", None) != "ran":
             logger.warning(f"--model_name_or_path {model_args.model_name_or_path} is a '{config.model_type}' "
                            f"model, not RAN.")
-        for key, value in config_overrides.items():
+        for key, value in {**(recipe_config or {}), **config_overrides}.items():
             setattr(config, key, value)
         model = auto_class.from_pretrained(model_args.model_name_or_path, config=config,
                                            trust_remote_code=model_args.trust_remote_code,
                                            ignore_mismatched_sizes=ignore_mismatched_sizes)
     else:
         config = RANConfig(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
-                           **{**(scratch_defaults or {}), **model_args.scratch_config_kwargs(), **config_overrides})
+                           **{**(recipe_config or {}), **model_args.scratch_config_kwargs(), **config_overrides})
         model = auto_class.from_config(config)
     if len(tokenizer) > model.config.vocab_size:
         raise ValueError(f"The tokenizer has {len(tokenizer)} tokens but the model's vocab_size is "

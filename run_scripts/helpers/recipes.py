@@ -21,6 +21,11 @@ stays the default and this one is named for topic-like tasks of many classes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
+
+
+# The RAN pretrained on public-domain books (research/pretraining/README.md), shipped in the repository.
+PRETRAINED_CHECKPOINT = str(Path(__file__).resolve().parents[2] / "pretrained" / "ran-books-small")
 
 
 @dataclass(frozen=True)
@@ -28,6 +33,11 @@ class Recipe:
     name: str
     config: dict = field(default_factory=dict)  # RANConfig fields without a flag of their own
     flags: tuple[str, ...] = ()  # model-size and TrainingArguments flags, after the script's defaults (the user's win)
+    checkpoint: str | None = None  # the weights (and tokenizer) to start from; None: random weights
+
+    def arguments(self) -> list[str]:
+        """The recipe as command-line defaults: its checkpoint, then its flags."""
+        return (["--model_name_or_path", self.checkpoint] if self.checkpoint else []) + list(self.flags)
 
 
 FROM_SCRATCH_CONFIG = {"memory_review_residual": True, "pooler_mode": "cell_mean"}
@@ -35,6 +45,9 @@ FROM_SCRATCH_FLAGS = ("--hidden_size", "256", "--num_hidden_layers", "4", "--num
                       "--attention_head_size", "64", "--window_size", "256",
                       "--learning_rate", "2e-4", "--num_train_epochs", "3", "--warmup_steps", "0.1",
                       "--lr_scheduler_type", "linear")
+# Fine-tuning the pretrained RAN: the recipe's pooling, schedule and epochs, the learning rate chosen on dev.
+PRETRAINED_FLAGS = ("--learning_rate", "1e-4", "--num_train_epochs", "3", "--warmup_steps", "0.1",
+                    "--lr_scheduler_type", "linear")
 RECIPES = {
     recipe.name: recipe
     for recipe in (
@@ -42,6 +55,8 @@ RECIPES = {
         Recipe("from-scratch-average", config={**FROM_SCRATCH_CONFIG, "pooler_mode": "token_mean"},
                flags=FROM_SCRATCH_FLAGS),
         Recipe("authors"),
+        Recipe("pretrained", config={"pooler_mode": "cell_mean"}, flags=PRETRAINED_FLAGS,
+               checkpoint=PRETRAINED_CHECKPOINT),
     )
 }
 

@@ -3,6 +3,7 @@ only the document vector, `--recipe authors` turns them off, explicit flags win 
 changed by them."""
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -80,10 +81,25 @@ def test_recipe_sets_the_model_size_and_the_default_job_its_length(tmp_path, mon
     assert (recipe.hidden_size, recipe.num_hidden_layers, recipe.num_attention_heads, recipe.attention_head_size,
             recipe.window_size) == (256, 4, 4, 64, 256)
     assert (authors.hidden_size, authors.num_hidden_layers, authors.window_size) == (128, 2, 128)
-    assert run_classification.DEFAULT_JOB_ARGS[:2] == ["--max_length", "1024"]
+    assert run_classification.default_job_arguments(get_recipe("from-scratch"))[:4] == [
+        "--max_length", "1024", "--tokenizer_name", run_classification.DEFAULT_TOKENIZER]
+    assert "--tokenizer_name" not in run_classification.default_job_arguments(get_recipe("pretrained"))
+
+
+def test_pretrained_recipe_fine_tunes_the_shipped_checkpoint_with_its_tokenizer(tmp_path):
+    """`--recipe pretrained` starts from `pretrained/ran-books-small`: its weights, its 16k tokenizer (not one trained
+    on the data), the recipe's pooling and schedule; the size flags of a from-scratch model do not apply."""
+    out, config, args = run(tmp_path, "pretrained", "--recipe", "pretrained")
+    checkpoint = RECIPES["pretrained"].checkpoint
+    assert (config["hidden_size"], config["num_hidden_layers"], config["vocab_size"]) == (256, 4, 16000)
+    assert config["pooler_mode"] == "cell_mean" and config["memory_review_residual"] is True
+    assert args.learning_rate == 1e-4 and args.num_train_epochs == 3 and args.lr_scheduler_type == "linear"
+    saved = json.loads((out / "tokenizer.json").read_text())["model"]["vocab"]
+    shipped = json.loads((Path(checkpoint) / "tokenizer.json").read_text())["model"]["vocab"]
+    assert saved == shipped
 
 
 def test_unknown_recipe_is_a_clear_error():
     with pytest.raises(ValueError, match="--recipe"):
         get_recipe("fast")
-    assert set(RECIPES) == {"from-scratch", "from-scratch-average", "authors"}
+    assert set(RECIPES) == {"from-scratch", "from-scratch-average", "authors", "pretrained"}

@@ -1,0 +1,314 @@
+# Copyright 2026 The ran_hf authors. Licensed under the Apache License, Version 2.0.
+"""Window bookkeeping of RAN: which token of which row sits in which window slot, and the loops of the cell chain.
+
+No parameters, only index arithmetic (the counterpart of Transformers' `masking_utils.py`). `RANWindowLayout` cuts a
+batch into windows, row by row, and maps the (B, L) sequence to the (B, n, C) window grid and back;
+`window_chunks` splits the window axis for CPU runs; `run_chain` and `run_chain_while_loop` drive the sequential
+cell chain of `RANLayer.forward`.
+"""
+
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+
+
+# Token-parallel work on CPU runs in chunks of about this many tokens: intermediates then stay below glibc's mmap
+# threshold (32 MiB) and in cache, instead of being fresh, page-faulted allocations (measured: a 32k-token forward
+# spent a third of its CPU time in the kernel zeroing pages).
+CPU_TOKEN_CHUNK = 2048
+
+
+def window_chunks(num_windows: int, capacity: int, device: torch.device) -> list[slice]:
+    """Slices of the window axis processed together: all windows on accelerators, about CPU_TOKEN_CHUNK tokens on
+    CPU."""
+    if device.type != "cpu":
+        return [slice(0, num_windows)]
+    step = max(1, CPU_TOKEN_CHUNK // max(capacity, 1))
+    return [slice(start, min(start + step, num_windows)) for start in range(0, num_windows, step)]
+
+
+@dataclass
+class RANWindowLayout:
+    """How a batch is cut into windows. Every row is split by its own real length, the same way for every layer.
+
+    The windows of all rows live on one grid of `num_windows` windows x `window_capacity` slots. Bidirectional: window
+    `i` of a row covers its real tokens `[i*W, (i+1)*W)`; the last window takes the remainder, merged into the window
+    before when shorter than `min_window_size` (so a slot index can reach `W + min_window_size - 2`). Causal
+    (`causal=True`, no merge): a row may continue an open window that already holds `offset` tokens (kept as keys
+    in the cache); its first window then takes `W - offset` new tokens, in slots `0..`, at window positions
+    `offset + slot`.
+
+    Attributes:
+        token_mask: (B, num_windows, window_capacity) bool, True on slots that hold a real token.
+        window_mask: (B, num_windows) bool, True on windows that hold at least one real token.
+        window_full: (B, num_windows) bool, True on windows that end inside the input (all W positions seen).
+        lengths: (B,) number of real tokens per row.
+        windows_per_row: (B,) number of real windows per row.
+        offset: (B,) tokens of the first window seen before this input (causal continuation), or None.
+        gather_index: (B * num_windows * window_capacity,) flat index into the (B * L) input positions for each slot,
+            or None when the grid is a plain reshape of the padded input.
+        scatter_index: (B * L,) flat index into the grid for each input position (pads point at slot 0 and are
+            zeroed by `sequence_mask`), or None as above.
+        sequence_mask: (B, L) bool mask of real input positions.
+    """
+
+    token_mask: torch.Tensor
+    window_mask: torch.Tensor
+    window_full: torch.Tensor
+    lengths: torch.Tensor
+    windows_per_row: torch.Tensor
+    offset: torch.Tensor | None
+    sequence_mask: torch.Tensor
+    gather_index: torch.Tensor | None
+    scatter_index: torch.Tensor | None
+    num_windows: int
+    window_capacity: int
+    window_size: int
+    causal: bool
+    all_real: bool
+    static: bool = False
+    # values the layers read, each read from the device once per forward (in `__post_init__`), not once per layer
+    num_past: int = field(init=False)  # key slots in front of each window for the open window's earlier tokens
+    last_window_unfinished: bool = field(init=False)  # causal: no row finishes the last window (the chain stops)
+    every_slot_real: bool = field(init=False)  # eager, no offset: every slot holds a real token (no key mask)
+
+    def __post_init__(self):
+        self.num_past = int(self.offset.max()) if self.offset is not None else 0
+        self.last_window_unfinished = self.causal and not bool(self.window_full[:, -1].any())
+        self.every_slot_real = not self.static and self.offset is None and bool(self.token_mask.all())
+
+    @classmethod
+    def from_mask(
+        cls, sequence_mask: torch.Tensor, window_size: int, min_window_size: int = 0, causal: bool = False,
+        offset: torch.Tensor | None = None, static: bool = False,
+    ) -> "RANWindowLayout":
+        """Layout of the real tokens `sequence_mask` (B, L); `offset` (B,) continues open windows (causal only).
+
+        `static=True` (bidirectional only; used under `torch.compile` / `torch.export`) sizes the grid from the
+        tensor shape alone, never from the mask's values: `ceil(L / W) + 1` windows of `W + min_window_size - 1`
+        slots (room for a merged remainder), pad-only windows and slots masked out. The outputs are the same; the
+        grid is just not trimmed to the batch's real lengths.
+        """
+        batch_size, seq_len = sequence_mask.shape
+        device = sequence_mask.device
+        if causal:
+            min_window_size = 0
+        if static and (causal or offset is not None):
+            raise ValueError("RANWindowLayout: a static layout is bidirectional (no causal mode, no offset).")
+        if offset is not None and not bool((offset > 0).any()):
+            offset = None
+        lengths = sequence_mask.sum(-1)
+        start = offset if offset is not None else torch.zeros_like(lengths)
+        stream_length = start + lengths  # the row's positions counted from the start of its first window
+        windows_per_row = _windows_per_row(stream_length, window_size, min_window_size)
+        windows_per_row = torch.where(lengths > 0, windows_per_row, 0)
+        if static:  # one spare (pad-only) window keeps the window axis >= 2: size 1 would be specialized on
+            num_windows = (seq_len + 2 * window_size - 1) // window_size  # ceil(L / W) + 1, as one floor division
+        else:
+            num_windows = max(int(windows_per_row.max()), 1)
+
+        window_index = torch.arange(num_windows, device=device)
+        # each window's first and last stream position (the last window of a row runs to the row's end)
+        window_begin = torch.maximum(window_index[None, :] * window_size, start[:, None])
+        is_last = window_index[None, :] == windows_per_row[:, None] - 1
+        window_end = torch.where(is_last, stream_length[:, None], (window_index[None, :] + 1) * window_size)
+        window_sizes = torch.where(window_index[None, :] < windows_per_row[:, None], window_end - window_begin, 0)
+        window_full = (window_sizes > 0) & (window_end - window_index[None, :] * window_size >= window_size)
+        if static:
+            window_capacity = window_size + max(min_window_size - 1, 0)
+        else:
+            window_capacity = max(int(window_sizes.max()), 1)
+        if not causal and not static:
+            window_capacity = max(window_capacity, min(window_size, seq_len))
+            if num_windows > 1:
+                window_capacity = max(window_capacity, window_size)
+        slot_index = torch.arange(window_capacity, device=device)
+        token_mask = slot_index[None, None, :] < window_sizes[:, :, None]
+        window_mask = window_sizes > 0
+        first_token = window_begin - start[:, None]  # index of each window's first token among the row's real tokens
+
+        layout = dict(token_mask=token_mask, window_mask=window_mask, window_full=window_full, lengths=lengths,
+                      windows_per_row=windows_per_row, offset=offset, sequence_mask=sequence_mask,
+                      num_windows=num_windows, window_capacity=window_capacity, window_size=window_size, causal=causal,
+                      static=static)
+        if not static:  # eager: the common cases skip the index arithmetic (these checks read the mask's values)
+            positions = torch.arange(seq_len, device=device)
+            right_padded = bool((sequence_mask == (positions[None, :] < lengths[:, None])).all())
+            natural = torch.where(window_mask, first_token == window_index[None, :] * window_capacity, True)
+            if right_padded and seq_len <= num_windows * window_capacity and bool(natural.all()):
+                return cls(gather_index=None, scatter_index=None, all_real=bool(sequence_mask.all()), **layout)
+
+        # each real token's window and slot, from its rank among the row's real tokens (pure index arithmetic, so
+        # the shapes never depend on the mask's values)
+        rank = sequence_mask.long().cumsum(-1) - 1
+        window = torch.div(rank + start[:, None], window_size, rounding_mode="floor")
+        window = torch.minimum(window.clamp(min=0), (windows_per_row - 1).clamp(min=0)[:, None])
+        slot = rank - torch.gather(first_token, 1, window)
+        grid_size = num_windows * window_capacity
+        grid_slot = window * window_capacity + slot  # (B, L) slot of each real token in its row's grid
+        grid_offset = torch.arange(batch_size, device=device)[:, None] * grid_size
+        scatter = torch.where(sequence_mask, grid_offset + grid_slot, 0)
+        # the inverse map: every grid slot's input position (empty slots read the row's first position, then are
+        # zeroed by `token_mask`); pads write to one extra slot per row that is dropped
+        row_offset = torch.arange(batch_size, device=device)[:, None] * seq_len
+        source = row_offset.expand(batch_size, grid_size + 1)
+        positions = row_offset + torch.arange(seq_len, device=device)[None, :]
+        gather_index = source.scatter(1, torch.where(sequence_mask, grid_slot, grid_size), positions)
+        gather_index = gather_index[:, :grid_size].reshape(-1)
+        return cls(gather_index=gather_index, scatter_index=scatter.reshape(-1),
+                   all_real=not static and bool(sequence_mask.all()), **layout)
+
+    def to_grid(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, L, ...) sequence -> (B, num_windows, window_capacity, ...) grid; empty slots are zero."""
+        batch_size, seq_len = x.shape[:2]
+        if self.gather_index is None:
+            pad = self.num_windows * self.window_capacity - seq_len
+            if pad:
+                x = F.pad(x, (0, 0) * (x.dim() - 2) + (0, pad))
+            grid = x.reshape(batch_size, self.num_windows, self.window_capacity, *x.shape[2:])
+        else:
+            grid = x.reshape(batch_size * seq_len, *x.shape[2:])[self.gather_index]
+            grid = grid.reshape(batch_size, self.num_windows, self.window_capacity, *x.shape[2:])
+        if not self.all_real or self.gather_index is not None:
+            grid = grid * self.token_mask.reshape(*self.token_mask.shape, *([1] * (x.dim() - 2))).to(grid.dtype)
+        return grid
+
+    def to_sequence(self, grid: torch.Tensor) -> torch.Tensor:
+        """(B, num_windows, window_capacity, ...) grid -> (B, L, ...) sequence; pad positions are zero."""
+        batch_size, seq_len = self.sequence_mask.shape
+        feature_shape = grid.shape[3:]
+        if self.gather_index is None:
+            x = grid.reshape(batch_size, -1, *feature_shape)[:, :seq_len]
+        else:
+            x = grid.reshape(-1, *feature_shape)[self.scatter_index].reshape(batch_size, seq_len, *feature_shape)
+        if not self.all_real:
+            x = x * self.sequence_mask.reshape(batch_size, seq_len, *([1] * len(feature_shape))).to(x.dtype)
+        return x
+
+    @property
+    def varying_window_mask(self) -> torch.Tensor | None:
+        """`window_mask`, or None when every row has every window (all tokens real, bidirectional): the cell chain
+        then advances every row in every window."""
+        return None if self.all_real and not self.causal else self.window_mask
+
+    @property
+    def cell_mask(self) -> torch.Tensor | None:
+        """(B, n) windows that have a cell to report: the finished ones (causal) or the real ones; None if all."""
+        if self.causal:
+            return self.window_full
+        return None if self.all_real else self.window_mask
+
+    def trim_windows(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, n, ...) per-window values -> the eager grid's windows, `max(windows_per_row)` (at least 1): a static
+        layout's spare windows are dropped, so exported outputs have eager's shapes. Under `torch.compile` (where
+        reading the count would break the graph) the static grid's windows stay, zero past each row's own count."""
+        if not self.static or (torch.compiler.is_compiling() and not torch.compiler.is_exporting()):
+            return x
+        count = self.windows_per_row.max().clamp(min=1).item()
+        torch._check(count >= 1)
+        torch._check(count <= x.shape[1])
+        return x.narrow(1, 0, count)
+
+    def rotary_positions(self) -> torch.Tensor:
+        """Rotary position of every slot: (C,) `1..C` shared by all windows, or (B, n, C) when continuing."""
+        positions = torch.arange(1, self.window_capacity + 1, device=self.token_mask.device)
+        if self.offset is None:
+            return positions
+        first = (torch.arange(self.num_windows, device=positions.device) == 0)[None, :, None]
+        return positions[None, None, :] + torch.where(first, self.offset[:, None, None], 0)
+
+    def key_mask(self) -> torch.Tensor | None:
+        """(B, n, P + C) bool: the keys of each window, past slots (first window only) then slots; None if all real."""
+        if self.offset is None:
+            return None if self.every_slot_real else self.token_mask
+        past = torch.arange(self.num_past, device=self.token_mask.device)[None, :] < self.offset[:, None]
+        first = (torch.arange(self.num_windows, device=past.device) == 0)[None, :, None]
+        return torch.cat([past[:, None, :] & first, self.token_mask], dim=-1)
+
+    def attention_mask(self, key_mask: torch.Tensor | None, chunk: slice) -> torch.Tensor | None:
+        """Mask of the token attention of the windows in `chunk`: (B*m, C|1, 1 + P + C) bool over `[cell; past;
+        slots]`, or None. Bidirectional: every real key; causal: also only slots at or before the query's."""
+        batch_size, capacity = self.token_mask.shape[0], self.window_capacity
+        num_windows = chunk.stop - chunk.start
+        device = self.token_mask.device
+        if key_mask is None and not self.causal:
+            return None
+        num_keys = self.num_past + capacity
+        keys = key_mask[:, chunk] if key_mask is not None else torch.ones(
+            batch_size, num_windows, num_keys, dtype=torch.bool, device=device)
+        keys = torch.cat([keys.new_ones(batch_size, num_windows, 1), keys], dim=-1)[:, :, None, :]
+        if self.causal:
+            slots = torch.arange(capacity, device=device)
+            order = torch.cat([slots.new_full((1 + self.num_past,), -1), slots])  # cell and past come first
+            keys = keys & (order[None, :] <= slots[:, None])
+        return keys.flatten(0, 1)
+
+
+def _windows_per_row(lengths: torch.Tensor, window_size: int, min_window_size: int) -> torch.Tensor:
+    """Number of windows of a row of `lengths` real tokens (the authors' split): ceil(L / W), minus one
+    when L > W and the remainder is shorter than `min_window_size` (it is merged into the window before)."""
+    count = torch.div(lengths + window_size - 1, window_size, rounding_mode="floor")
+    remainder = lengths - (count - 1).clamp(min=0) * window_size
+    merge = (count > 1) & (remainder < min_window_size)
+    return count - merge.long()
+
+
+def run_chain(step, carry, windows, num_steps: int):
+    """The cell chain as a Python loop: `carry, y = step(carry, window i)` for the first `num_steps` windows.
+    `windows` holds, per input, a sequence over windows (a list, or a tensor with windows first) or None.
+    Returns the last carry and the list of the `y`s."""
+    windows = [w.unbind(0) if isinstance(w, torch.Tensor) else w for w in windows]  # never index a tensor in a loop
+    outputs = []
+    for i in range(num_steps):
+        carry, y = step(carry, tuple(w[i] if w is not None else None for w in windows) + (i,))
+        outputs.append(y)
+    return carry, outputs
+
+
+def run_chain_while_loop(step, carry, windows, output_like):
+    """The cell chain as one `torch._higher_order_ops.while_loop` (prototype in torch 2.13), which `torch.compile`
+    and `torch.export` trace once, whatever the number of windows: `windows` are tensors with windows first (n, ...)
+    and `output_like` one tensor shaped like each per-window output of `step`. Returns the last carry and the
+    outputs stacked windows first, (n, ...).
+
+    Under `torch.compile(..., dynamic=True)` Dynamo makes every float attribute of a module (norm eps, dropout p)
+    a symbolic float, which `while_loop` cannot take into its body (torch 2.13 accepts tensors, ints and symbolic
+    ints only); the chain then runs as the Python loop outside the graph (one graph break), still traced once for
+    every length."""
+    if _floats_are_symbolic():
+        return _run_chain_outside_graph(step, carry, windows)
+    from torch._higher_order_ops import while_loop
+
+    num_windows = windows[0].shape[0]
+
+    def more(i, *state):
+        return i < num_windows
+
+    def body(i, carry, outputs):
+        index = i.reshape(1)
+        window = tuple(w.index_select(0, index)[0] for w in windows) + (i,)
+        carry, ys = step(carry, window)
+        return i + 1, carry, tuple(out.index_copy(0, index, y[None]) for out, y in zip(outputs, ys))
+
+    start = torch.zeros((), dtype=torch.long, device=windows[0].device)
+    outputs = tuple(like.new_zeros(num_windows, *like.shape) for like in output_like)
+    _, carry, outputs = while_loop(more, body, (start, carry, outputs))
+    return carry, outputs
+
+
+def _floats_are_symbolic() -> bool:
+    """Whether Dynamo (not export) traces Python floats as symbols: `torch.compile(..., dynamic=True)` or
+    `specialize_float=False` with static shapes off. Read at trace time as constants."""
+    if not torch.compiler.is_dynamo_compiling() or torch.compiler.is_exporting():
+        return False
+    import torch._dynamo.config as dynamo_config
+
+    return not dynamo_config.specialize_float and not dynamo_config.assume_static_by_default
+
+
+@torch.compiler.disable
+def _run_chain_outside_graph(step, carry, windows):
+    """`run_chain_while_loop`'s result from the Python loop, run eagerly (a graph break under Dynamo)."""
+    carry, outputs = run_chain(step, carry, windows, windows[0].shape[0])
+    return carry, tuple(torch.stack(ys, dim=0) for ys in zip(*outputs))
