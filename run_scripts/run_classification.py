@@ -154,7 +154,7 @@ class ModelArguments(RANModelArguments):
         default=DEFAULT_RECIPE,
         metadata={"help": "Ignored with --model_name_or_path. 'pretrained' fine-tunes the RAN pretrained on books "
                           "(pretrained/ran-books-small, with its 16k tokenizer) with mean pooling in the cell "
-                          "transform, 3 epochs at lr 1e-4 with 10%% linear warm-up. 'from-scratch' trains from "
+                          "transform, 3 epochs at lr 3e-4 with 10%% linear warm-up. 'from-scratch' trains from "
                           "random weights with memory_review_residual (without it the full model stalls at chance: "
                           "research/stall_diagnosis/README.md) and mean pooling in the cell transform, D 256 x 4 "
                           "layers (4 x 64 heads, window 256), 3 epochs at lr 2e-4 with 10%% linear warm-up; "

@@ -46,7 +46,7 @@ FROM_SCRATCH_FLAGS = ("--hidden_size", "256", "--num_hidden_layers", "4", "--num
                       "--learning_rate", "2e-4", "--num_train_epochs", "3", "--warmup_steps", "0.1",
                       "--lr_scheduler_type", "linear")
 # Fine-tuning the pretrained RAN: the recipe's pooling, schedule and epochs, the learning rate chosen on dev.
-PRETRAINED_FLAGS = ("--learning_rate", "1e-4", "--num_train_epochs", "3", "--warmup_steps", "0.1",
+PRETRAINED_FLAGS = ("--learning_rate", "3e-4", "--num_train_epochs", "3", "--warmup_steps", "0.1",
                     "--lr_scheduler_type", "linear")
 RECIPES = {
     recipe.name: recipe

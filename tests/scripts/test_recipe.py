@@ -93,7 +93,7 @@ def test_pretrained_recipe_fine_tunes_the_shipped_checkpoint_with_its_tokenizer(
     checkpoint = RECIPES["pretrained"].checkpoint
     assert (config["hidden_size"], config["num_hidden_layers"], config["vocab_size"]) == (256, 4, 16000)
     assert config["pooler_mode"] == "cell_mean" and config["memory_review_residual"] is True
-    assert args.learning_rate == 1e-4 and args.num_train_epochs == 3 and args.lr_scheduler_type == "linear"
+    assert args.learning_rate == 3e-4 and args.num_train_epochs == 3 and args.lr_scheduler_type == "linear"
     saved = json.loads((out / "tokenizer.json").read_text())["model"]["vocab"]
     shipped = json.loads((Path(checkpoint) / "tokenizer.json").read_text())["model"]["vocab"]
     assert saved == shipped
