@@ -231,6 +231,8 @@ def target_lines(data: dict) -> list[str]:
 
 def profile_lines(data: dict) -> list[str]:
     rows = sorted((r for r in records(data, "profile") if "categories" in r), key=lambda r: r["seq_len"])
+    if not records(data, "profile"):
+        return []
     if not rows:
         return [f"## Where RAN's training step goes", "", "not measured: " + "; ".join(
             r.get("error") or r.get("skipped", "") for r in records(data, "profile")), ""]
@@ -406,7 +408,9 @@ def plots(data: dict, out_dir: str) -> list[str]:
             ax.set_xlabel("sequence length (tokens)")
             ax.set_ylabel(ylabel)
             ax.grid(True, which="both", alpha=0.3)
-        axes[0].legend(fontsize=8)
+        for ax in axes[:2]:
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=8)
         fig.suptitle(f"{data['meta']['dtype']}, {data['meta']['tokens_per_step']:,} tokens per step")
         fig.tight_layout()
         written.append(_save(fig, plt, out_dir, "speed.png"))

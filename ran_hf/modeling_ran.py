@@ -676,11 +676,13 @@ class RANLayer(GradientCheckpointingLayer):
         else:
             step = self._chain_window
             if self.config.chain_implementation == "compiled" and not is_compiling():
-                # windows first and contiguous: a window's strides then do not depend on the number of windows
-                # (a new stride would recompile the step)
+                # windows first, copied to fresh row-major strides: a window's strides then do not depend on the
+                # number of windows (a new stride recompiles the step; `contiguous()` would keep a size-1 batch
+                # axis's stride)
                 step = self._compiled_chain_window
                 per_window[:2] = [_cat(windows.keys, 1).transpose(0, 1), _cat(windows.values, 1).transpose(0, 1)]
-                per_window = [t.contiguous() if t is not None else None for t in per_window]
+                per_window = [t.clone(memory_format=torch.contiguous_format) if t is not None else None
+                              for t in per_window]
             else:
                 per_window[:2] = [[k for keys in windows.keys for k in keys.unbind(1)],
                                   [v for values in windows.values for v in values.unbind(1)]]

@@ -89,6 +89,17 @@ def test_compiled_chain_serves_inference_and_a_checkpointed_training_step(aot_ea
         torch.testing.assert_close(p.grad, q.grad, atol=1e-6, rtol=1e-5, msg=name)
 
 
+def test_a_longer_single_row_reuses_the_compiled_graph(aot_eager_chain, one_thread):
+    """Each window's inputs get fresh strides, also with a batch of one (whose batch axis keeps any stride)."""
+    eager, compiled = twins(RANModel)
+    with torch.no_grad():
+        for length in (20, 45):
+            ids, mask = pad_batch(random_documents([length], seed=length))
+            torch.testing.assert_close(compiled.eval()(ids, attention_mask=mask).last_hidden_state,
+                                       eager.eval()(ids, attention_mask=mask).last_hidden_state, atol=1e-6, rtol=1e-6)
+    assert aot_eager_chain["stats"]["unique_graphs"] == 1
+
+
 def test_compiled_chain_with_inductor_matches_eager_up_to_rounding(one_thread):
     """The shipped path (inductor kernels): float32 within rounding of eager, forward and every gradient."""
     import torch._dynamo
