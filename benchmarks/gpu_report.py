@@ -45,8 +45,18 @@ def _mark(r: dict) -> str:
 
 
 def load(results_dir: str) -> dict:
+    """`results.json` of a device call; a pytest record without progress counts (calls before they were recorded)
+    gets them from the `pytest.txt` beside it."""
     with open(os.path.join(results_dir, "results.json")) as f:
-        return json.load(f)
+        data = json.load(f)
+    log = os.path.join(results_dir, "pytest.txt")
+    for r in records(data, "pytest"):
+        if "progress" not in r and os.path.exists(log):
+            from benchmarks.gpu_suite import pytest_progress
+
+            with open(log) as f:
+                r["progress"] = pytest_progress(f.read())
+    return data
 
 
 def records(data: dict, kind: str) -> list[dict]:
@@ -86,7 +96,15 @@ def correctness_lines(data: dict) -> list[str]:
     if not records(data, "pytest") and not records(data, "check"):
         lines.append("not run")
     for r in records(data, "pytest"):
-        lines += [f"- Model tests on the device: {r['summary']} (`{r['command']}`, {r['seconds']} s)"]
+        progress = r.get("progress") or {}
+        ran = ""
+        if r["summary"] == "no summary line" and progress.get("percent") is not None:
+            counts = ", ".join(f"{progress[k]} {k}" for k in ("passed", "failed", "errors", "skipped")
+                               if progress.get(k))
+            ran = (f"; before the cap, the progress dots showed {counts or 'nothing'} ({progress['percent']}% of the "
+                   "collected tests)")
+        lines += [f"- Model tests on the device: {r['summary']} (`{r['command']}`, {r['seconds']} s, return code "
+                  f"{r['returncode']}){ran}"]
     for r in records(data, "check"):
         status = "pass" if r.get("passed") else "FAIL"
         if "skipped" in r:
@@ -157,6 +175,12 @@ def speed_lines(data: dict) -> list[str]:
     return lines
 
 
+def _optimise_train(data, length) -> dict:
+    """The optimise part's measured RAN training steps at `length`, by chain variant."""
+    return {r["variant"]: r for r in records(data, "optimise") if r.get("mode", "train") == "train"
+            and r["seq_len"] == length and "tokens_per_s" in r}
+
+
 def _speed(data, model, mode, length):
     return next((r for r in records(data, "speed") if r["model"] == model and r["mode"] == mode
                  and r["seq_len"] == length and "tokens_per_s" in r), None)
@@ -167,16 +191,17 @@ def target_lines(data: dict) -> list[str]:
     lines = ["## Targets", "", "| target | measured | verdict |", "| --- | --- | --- |"]
     lengths = sorted({r["seq_len"] for r in records(data, "speed")})
     at = 32768 if 32768 in lengths or not lengths else (lengths[-2] if len(lengths) > 1 else lengths[0])
-    ran = _speed(data, "ran", "train", at)
+    rans = [("", _speed(data, "ran", "train", at))] if _speed(data, "ran", "train", at) else []
+    rans += [(f" (RAN's chain {variant})", r) for variant, r in _optimise_train(data, at).items()]
     for other, factor in (("modernbert", 2), ("longformer", 3)):
         peer = _speed(data, other, "train", at)
-        if ran and peer:
+        for which, ran in rans if peer else []:
             ratio = ran["tokens_per_s"] / peer["tokens_per_s"]
-            lines.append(f"| training step at {_k(at)}: >= {factor}x {LABELS[other]}'s tokens/s | {ratio:.2f}x | "
-                         f"{'met' if ratio >= factor else 'missed'} |")
-        else:
-            lines.append(f"| training step at {_k(at)}: >= {factor}x {LABELS[other]}'s tokens/s | not measured "
-                         f"| - |")
+            lines.append(f"| training step at {_k(at)}: >= {factor}x {LABELS[other]}'s tokens/s{which} | "
+                         f"{ratio:.2f}x | {'met' if ratio >= factor else 'missed'} |")
+        if peer and rans:
+            continue
+        lines.append(f"| training step at {_k(at)}: >= {factor}x {LABELS[other]}'s tokens/s | not measured | - |")
     profile = next((r for r in records(data, "profile") if r["seq_len"] == at and "categories" in r), None)
     if profile:
         chain = profile["categories"]["cell chain"]
@@ -206,6 +231,8 @@ def target_lines(data: dict) -> list[str]:
 
 def profile_lines(data: dict) -> list[str]:
     rows = sorted((r for r in records(data, "profile") if "categories" in r), key=lambda r: r["seq_len"])
+    if not records(data, "profile"):
+        return []
     if not rows:
         return [f"## Where RAN's training step goes", "", "not measured: " + "; ".join(
             r.get("error") or r.get("skipped", "") for r in records(data, "profile")), ""]
@@ -268,29 +295,82 @@ def long_and_optimise_lines(data: dict) -> list[str]:
                          f"{r['step_s']} s per step (first, second), {r['tokens_per_s']:,.0f} tokens/s, peak "
                          f"{_gib(r['peak_mb'])} GiB, loss finite {r['loss_finite']}")
         lines.append("")
-    rows = records(data, "optimise")
+    lines += optimise_lines(data)
+    return lines
+
+
+def optimise_lines(data: dict) -> list[str]:
+    """The optimise part: RAN's cell chain eager against `chain_implementation="compiled"`, same process."""
+    rows, checks = records(data, "optimise"), records(data, "optimise_check")
+    if not rows and not checks:
+        return []
+    lines = ["## The cell chain: eager against compiled (`chain_implementation`)", "",
+             "Two RAN models with the same weights in one process, one with each `chain_implementation`. Forward in "
+             "inference mode; training step = forward, loss, backward, fused AdamW. 'first call' holds the compile "
+             "of that grad mode's graphs for the compiled chain (the training graphs compile in the check below); "
+             "'chain share' = the cell chain's share of a training-mode forward, from device events around "
+             "`run_chain`.", ""]
+    for r in checks:
+        if "error" in r or "skipped" in r:
+            lines.append(f"- Compiled against eager, one training-mode forward and backward at {_k(r['seq_len'])}: "
+                         f"{r.get('error') or r.get('skipped')}")
+        else:
+            lines.append(f"- Compiled against eager, one training-mode forward and backward at {_k(r['seq_len'])} x "
+                         f"batch {r['batch_size']} ({r['dtype']}): ||compiled - eager|| / ||eager|| outputs "
+                         f"{r['relative_error_outputs']:.2e}, all gradients {r['relative_error_gradients']:.2e}; "
+                         f"seconds of that call: eager {r['call_s']['eager']}, compiled {r['call_s']['compiled']} "
+                         "(compiling)")
     if rows:
-        lines += ["## Compiled cell-chain step against eager (same process)", "",
-                  "| length | eager s/step | compiled s/step | speed-up | compiled first call s |",
-                  "| --- | --- | --- | --- | --- |"]
-        for length in sorted({r["seq_len"] for r in rows}):
-            eager = next((r for r in rows if r["seq_len"] == length and r["variant"] == "eager"), {})
-            compiled = next((r for r in rows if r["seq_len"] == length and r["variant"] != "eager"), {})
+        lines += ["", "| mode | length x batch | eager s | compiled s | speed-up | eager chain share | compiled chain "
+                      "share | compiled first call s | new graphs |", "| --- |" + " --- |" * 8]
+        keys = sorted({(r.get("mode", "train"), r["seq_len"], r["batch_size"]) for r in rows},
+                      key=lambda k: (k[0] != "forward", k[1]))
+        for mode, length, batch in keys:
+            pick = {r["variant"]: r for r in rows if (r.get("mode", "train"), r["seq_len"]) == (mode, length)}
+            eager = pick.get("eager", {})
+            compiled = next((r for v, r in pick.items() if v != "eager"), {})
 
             def cell(r, key):
                 return str(r[key]) if key in r else (_mark(r) if r else "")
 
+            def share(r):
+                chain = r.get("chain_forward")
+                return f"{chain['chain_share']:.1%}" if chain else ""
+
             speedup = (f"{eager['median_s'] / compiled['median_s']:.2f}x"
                        if "median_s" in eager and "median_s" in compiled else "")
-            lines.append(f"| {_k(length)} | {cell(eager, 'median_s')} | {cell(compiled, 'median_s')} | {speedup} | "
-                         f"{cell(compiled, 'first_call_s')} |")
+            lines.append(f"| {mode} | {_k(length)} x {batch} | {cell(eager, 'median_s')} | "
+                         f"{cell(compiled, 'median_s')} | {speedup} | {share(eager)} | {share(compiled)} | "
+                         f"{cell(compiled, 'first_call_s')} | {compiled.get('new_graphs', '')} |")
+    return lines + [""]
+
+
+def peers_lines(data: dict) -> list[str]:
+    """RAN's training step (speed part, or both chains of the optimise part) against the other encoders' at the
+    lengths the optimise part measured."""
+    lines = []
+    for length in sorted({r["seq_len"] for r in records(data, "optimise")}):
+        peers = {m: _speed(data, m, "train", length) for m in MODEL_ORDER if m != "ran"}
+        peers = {m: r for m, r in peers.items() if r}
+        ran = _optimise_train(data, length)
+        if not peers or not ran:
+            continue
+        lines += [f"## Training step at {_k(length)}: RAN against the others", "",
+                  "| model | s/step | tokens/s | peak GiB | RAN's tokens/s over this |", "| --- | --- | --- | --- | --- |"]
+        for variant, r in ran.items():
+            lines.append(f"| RAN, chain {variant} | {r['median_s']} | {r['tokens_per_s']:,.0f} | "
+                         f"{_gib(r.get('peak_mb'))} | |")
+        for model, r in peers.items():
+            ratios = ", ".join(f"{variant} {ran[variant]['tokens_per_s'] / r['tokens_per_s']:.2f}x" for variant in ran)
+            lines.append(f"| {LABELS[model]} (batch {r['batch_size']}) | {r['median_s']} | {r['tokens_per_s']:,.0f} | "
+                         f"{_gib(r.get('peak_mb'))} | {ratios} |")
         lines.append("")
     return lines
 
 
 def markdown(data: dict) -> str:
     parts = [environment_lines(data), correctness_lines(data), target_lines(data), speed_lines(data),
-             profile_lines(data), generation_lines(data), long_and_optimise_lines(data)]
+             peers_lines(data), profile_lines(data), generation_lines(data), long_and_optimise_lines(data)]
     errors = data.get("worker_errors")
     if errors:
         parts.append(["## Worker errors", ""] + [f"- {e['part']} {e.get('model') or ''}: {e['ended']}"
@@ -328,7 +408,9 @@ def plots(data: dict, out_dir: str) -> list[str]:
             ax.set_xlabel("sequence length (tokens)")
             ax.set_ylabel(ylabel)
             ax.grid(True, which="both", alpha=0.3)
-        axes[0].legend(fontsize=8)
+        for ax in axes[:2]:
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=8)
         fig.suptitle(f"{data['meta']['dtype']}, {data['meta']['tokens_per_step']:,} tokens per step")
         fig.tight_layout()
         written.append(_save(fig, plt, out_dir, "speed.png"))

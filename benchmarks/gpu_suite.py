@@ -1,28 +1,31 @@
 # Copyright 2026 The ran_hf authors. Licensed under the Apache License, Version 2.0.
-"""RAN on one GPU in one bounded call: CUDA correctness, speed and memory against ModernBERT, Longformer, BigBird and
-BERT, a profile of RAN's training step, generation against GPT-2, and a 256k-token checkpointed training step.
+"""RAN on one GPU in one bounded call: CUDA correctness, RAN's cell chain eager against compiled, speed and memory
+against ModernBERT, Longformer, BigBird and BERT, a profile of RAN's training step, generation against GPT-2, and a
+256k-token checkpointed training step.
 
-    python -m benchmarks.gpu_suite --out DIR                 # the device call (bf16, base size, ~270 s)
-    python -m benchmarks.gpu_suite --scale tiny --out DIR    # the same code path on CPU in seconds (rehearsal)
+    python -m benchmarks.gpu_suite --out DIR                 # the device call (bf16, base size, 230 s)
+    python -m benchmarks.gpu_suite --scale tiny --out DIR    # the same call on CPU at tiny sizes (rehearsal)
     python benchmarks/gpu_report.py DIR docs/benchmark_gpu   # DIR/results.json -> table.md and plots
 
-Parts, in this order, each with a time cap (`--caps`) inside one overall budget (`--budget-s`); a part that does not
-fit is marked in the results, never silently left out:
+Parts, each with a time cap (`--caps`) inside one overall budget (`--budget-s`), run in the order `--parts` gives
+(default: the scale's call, `env optimise speed pytest`); a part that does not fit is marked in the results, never
+silently left out:
 
   env          device, versions, the measured bf16 matmul peak (8192^3 products, CUDA events, median of 10)
+  optimise     RAN with `chain_implementation` "eager" and "compiled" in one process: the compiled chain's outputs
+               and gradients against eager's, then forward and training step at 8k and 32k (batch 1)
+  speed        RAN, ModernBERT (sdpa), Longformer, BigBird and BERT over 512-token chunks (default: ModernBERT and
+               Longformer, training step at 32k) with `--tokens-per-step` tokens per step (batch = tokens / length,
+               at least 1): forward and a training step (forward, loss, backward, AdamW), bf16 autocast; tokens/s
+               and peak memory; a series stops at out-of-memory or when the next length is projected past
+               `max_call_s`
+  pytest       `RAN_TEST_DEVICE=cuda` over the model tests (`-x`, a per-test timeout, SIGINT before the part's cap)
   checks       bf16 autocast forward and backward against fp32 (relative errors, stated tolerances); finite outputs
                at 32k and 131k tokens and, forward and backward, on a batch with an all-pad row
-  pytest       `RAN_TEST_DEVICE=cuda` over the model tests (`-x`, a per-test timeout, the part's cap)
-  speed        RAN, ModernBERT (sdpa), Longformer, BigBird and BERT over 512-token chunks at 4k/8k/32k/128k with
-               `--tokens-per-step` tokens per step (batch = tokens / length, at least 1): forward and a training
-               step (forward, loss, backward, AdamW), bf16 autocast; tokens/s and peak memory; a series stops at
-               out-of-memory or when the next length is projected past `--max-call-s`
   profile      torch.profiler over one training step of RAN at 32k and 8k: device time split into embedding,
                projections, cell chain, window attention, memory review, layer glue, loss and optimizer
   generation   ms per token and cache bytes at 1k, 32k and 128k of context, RAN against GPT-2 of the same size
   long_train   one training step of RAN at 256k tokens with gradient checkpointing: peak memory, seconds
-  optimise     RAN's training step at 8k and 32k with the cell-chain step compiled (`torch.compile`) against eager,
-               in the same process (runs only with the time left over)
 
 Every result is written to `OUT/results.json` as it arrives, so a call cut short still returns what it measured.
 
@@ -46,6 +49,8 @@ import math
 import os
 import platform
 import queue
+import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -68,6 +73,7 @@ LABELS = {"ran": "RAN", "modernbert": "ModernBERT (sdpa)", "longformer": "Longfo
 SPEED_WEIGHTS = {"ran": 2}  # share of the speed part's time per model, relative to 1 for the others
 LEARNING_RATE = 1e-4
 BERT_CHUNK = 512
+PYTEST_SUMMARY_S = 5  # seconds pytest gets after SIGINT to print its summary line
 PYTEST_FILES = ["tests/model/test_parity.py", "tests/model/test_encoder.py", "tests/model/test_causal.py",
                 "tests/model/test_layer_schedule.py"]
 # bf16 autocast against fp32 on the same weights and inputs, ||bf16 - fp32|| / ||fp32||: outputs and the pooled
@@ -75,29 +81,35 @@ PYTEST_FILES = ["tests/model/test_parity.py", "tests/model/test_encoder.py", "te
 # 12 layers of normalised residual blocks compound it)
 TOLERANCES = dict(last_hidden_state=5e-2, pooler_output=5e-2, gradients=1e-1)
 
+# The default call at each scale runs `parts` in that order, each inside its cap (seconds), the whole inside
+# `budget_s`. A worker process needs 16-21 s on the device before its first result (imports, a base-size model on the
+# GPU, the first CUDA calls; measured on an H100 in the call at 3d19c15), so every part's cap covers that start.
+# The base call fits one device command of at most 300 s: about 60 s of unpacking and CUDA start, then 230 s.
 SCALES = {
     # the device call: base size, bf16
     "base": dict(size=dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
                            attention_head_size=64, window_size=256, min_window_size=16),
-                 lengths=[4096, 8192, 32768, 131072], tokens_per_step=32768, profile_lengths=[32768, 8192],
+                 parts=["env", "optimise", "speed", "pytest"], speed_models=["modernbert", "longformer"],
+                 speed_modes=["train"], lengths=[32768], tokens_per_step=32768, profile_lengths=[32768, 8192],
                  nan_lengths=[32768, 131072], check_length=4096, contexts=[1024, 32768, 131072], decode_tokens=32,
-                 prefill_chunk=4096, long_length=262144, optimise_lengths=[8192, 32768], matmul_size=8192,
-                 max_call_s=8.0, max_case_s=6.0, warmup=1, repeats=3, budget_s=270, pytest_timeout=30,
-                 pytest_files=PYTEST_FILES, pytest_select="not flex",
-                 compile_backend="inductor",
-                 caps=dict(env=10, checks=20, pytest=45, speed=100, profile=45, generation=20, long_train=30,
-                           optimise=60)),
+                 prefill_chunk=4096, long_length=262144, optimise_lengths=[8192, 32768], optimise_batch_size=1,
+                 matmul_size=8192, max_call_s=8.0, max_case_s=6.0, warmup=1, repeats=3, budget_s=230,
+                 pytest_timeout=30, pytest_files=PYTEST_FILES, pytest_select="not flex",
+                 compile_backend="inductor", ran_chain="eager",
+                 caps=dict(env=10, optimise=100, speed=60, pytest=60, checks=40, profile=95, generation=40,
+                           long_train=45)),
     # the rehearsal: the same code path at tiny sizes, seconds on a CPU
     "tiny": dict(size=dict(vocab_size=101, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                            attention_head_size=16, window_size=16, min_window_size=4),
-                 lengths=[64, 128, 256, 1024], tokens_per_step=256, profile_lengths=[256, 128],
+                 parts=["env", "optimise", "speed", "pytest"], speed_models=["modernbert", "longformer"],
+                 speed_modes=["train"], lengths=[256], tokens_per_step=256, profile_lengths=[256, 128],
                  nan_lengths=[256, 1024], check_length=96, contexts=[16, 64, 256], decode_tokens=3,
-                 prefill_chunk=64, long_length=512, optimise_lengths=[128], matmul_size=256,
-                 max_call_s=20.0, max_case_s=2.0, warmup=1, repeats=2, budget_s=1200, pytest_timeout=60,
-                 pytest_files=["tests/model/test_parity.py"], pytest_select="directory_loads",
-                 compile_backend="aot_eager",
-                 caps=dict(env=60, checks=90, pytest=120, speed=240, profile=90, generation=90, long_train=60,
-                           optimise=120)),
+                 prefill_chunk=64, long_length=512, optimise_lengths=[64, 256], optimise_batch_size=1,
+                 matmul_size=256, max_call_s=20.0, max_case_s=2.0, warmup=1, repeats=2, budget_s=1200,
+                 pytest_timeout=60, pytest_files=["tests/model/test_parity.py"], pytest_select="directory_loads",
+                 compile_backend="aot_eager", ran_chain="eager",
+                 caps=dict(env=60, optimise=120, speed=240, pytest=120, checks=90, profile=90, generation=90,
+                           long_train=60)),
 }
 
 
@@ -108,6 +120,23 @@ SCALES = {
 
 def emit(record: dict) -> None:
     print(TAG + json.dumps(record), flush=True)
+
+
+def pytest_progress(output: str) -> dict:
+    """The progress characters of `pytest -q` output (`.` passed, `F` failed, `E` error, `s` skipped, `x`/`X`
+    xfail/xpass), counted from its progress lines (those ending in `[ NN%]`), and the last percentage shown: what
+    ran, even when pytest was killed before its summary line."""
+    counts = dict(passed=0, failed=0, errors=0, skipped=0, xfailed=0, percent=None)
+    names = {".": "passed", "F": "failed", "E": "errors", "s": "skipped", "x": "xfailed", "X": "xfailed"}
+    for line in output.splitlines():
+        match = re.fullmatch(r"([.FEsxX]+)\s*(?:\[\s*(\d+)%\])?", line.strip())
+        if not match:
+            continue
+        for char in match.group(1):
+            counts[names[char]] += 1
+        if match.group(2):
+            counts["percent"] = int(match.group(2))
+    return counts
 
 
 def encoder_flops_per_token(model: str, size: dict, seq_len: int, extra: dict | None = None) -> float:
@@ -262,7 +291,8 @@ def worker_env(spec: dict) -> None:
     emit(info)
 
 
-def _ran_model(spec: dict, causal: bool = False):
+def _ran_model(spec: dict, causal: bool = False, chain: str | None = None):
+    """RAN at the spec's size, dropout 0, its cell chain run by `chain` (default: the spec's `ran_chain`)."""
     import torch
     from ran_hf import RANConfig, RANForCausalLM, RANModel
 
@@ -270,7 +300,8 @@ def _ran_model(spec: dict, causal: bool = False):
     config = RANConfig(**{k: size[k] for k in ("vocab_size", "hidden_size", "num_hidden_layers",
                                                  "num_attention_heads", "attention_head_size", "window_size",
                                                  "min_window_size")},
-                       hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+                       hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                       chain_implementation=chain or spec.get("ran_chain", "eager"))
     torch.manual_seed(0)
     return (RANForCausalLM if causal else RANModel)(config)
 
@@ -365,11 +396,14 @@ def _per_param_gradients(model, results):
         offset += n
 
 
-def build_speed_model(name: str, size: dict, max_length: int):
-    """The encoder of a speed series at the width/depth/heads/vocab of `size` (dropout 0): RAN from this checkout,
-    the others from Transformers configs (`benchmark.build_encoder`); BERT is sized for 512-token chunks."""
+def build_speed_model(name: str, size: dict, max_length: int, chain: str = "eager"):
+    """The encoder of a speed series at the width/depth/heads/vocab of `size` (dropout 0): RAN from this checkout
+    (its cell chain run by `chain`), the others from Transformers configs (`benchmark.build_encoder`); BERT is sized
+    for 512-token chunks."""
     if name == "ran":
-        return benchmark.build_encoder("ran", size, max_length)
+        model = benchmark.build_encoder("ran", size, max_length)
+        model.config.chain_implementation = chain
+        return model
     if name == "bert_chunks":
         return benchmark.build_encoder("bert", size, BERT_CHUNK)
     return benchmark.build_encoder(name, size, max_length)
@@ -394,7 +428,9 @@ def worker_speed(spec: dict) -> None:
     out-of-memory, failure or projected overrun; the other mode goes on."""
     torch = _torch_setup(spec)
     device, name = spec["device"], spec["model"]
-    model = build_speed_model(name, spec["size"], max(spec["lengths"])).to(device)
+    if name == "ran":
+        use_compile_settings(spec)
+    model = build_speed_model(name, spec["size"], max(spec["lengths"]), spec.get("ran_chain", "eager")).to(device)
     extra = _model_extra(name, model)
     params = sum(p.numel() for p in model.parameters())
     vocab = spec["size"]["vocab_size"]
@@ -854,60 +890,135 @@ def worker_long_train(spec: dict) -> None:
     emit(row)
 
 
-# --------------------------------------------- optimisation trial ----------------------------------------------------
+# --------------------------------------------- the cell chain, eager against compiled ---------------------------
 
 
-def compile_chain_steps(model, mode: str | None = None, backend: str = "inductor") -> None:
-    """Replace each layer's `chain_step` by one `torch.compile`d function shared by all layers (the layer is an
-    argument, so the graph is reused across layers); nothing in `ran_hf/` changes."""
-    import functools
+OPTIMISE_VARIANTS = ("eager", "compiled")
+OPTIMISE_ORDER = ("compiled", "eager")  # the new chain first at each length: a call cut short loses eager's rows,
+# which earlier calls measured (the 32k eager training step takes about 9 s on an H100)
 
+
+def use_compile_settings(spec: dict) -> None:
+    """Point `chain_implementation="compiled"` at a compile with the spec's backend and mode when they are not the
+    shipped ones (inductor, default mode): `aot_eager` in the CPU rehearsal, `--compile-mode reduce-overhead` to try
+    CUDA graphs."""
+    if spec["compile_backend"] == "inductor" and not spec.get("compile_mode"):
+        return
     import torch
 
-    layer_class = type(model.layers[0])
-    compiled = torch.compile(layer_class.chain_step, fullgraph=True, dynamic=False, mode=mode, backend=backend)
-    for layer in model.layers:
-        layer.chain_step = functools.partial(compiled, layer)
+    import ran_hf.modeling_ran as modeling
+
+    options = dict(backend=spec["compile_backend"])
+    if spec.get("compile_mode"):
+        options["mode"] = spec["compile_mode"]
+    compiled = torch.compile(modeling.RANLayer._chain_window, fullgraph=True, **options)
+    modeling.compiled_chain_window = lambda: compiled
+
+
+def optimise_cases(spec: dict) -> list[tuple[str, str, int]]:
+    """(variant, mode, length) in the order they run: per length, compiled then eager, forward then train."""
+    return [(variant, mode, length) for length in spec["optimise_lengths"] for variant in OPTIMISE_ORDER
+            for mode in ("forward", "train")]
+
+
+def _compare_gradients(torch, spec, models, ids) -> dict:
+    """One training-mode forward and backward of each variant on the same weights: the compiled chain against eager,
+    `||compiled - eager|| / ||eager||` of the outputs and of all gradients (and the seconds of the compiled call,
+    which compiles the training graphs)."""
+    results, seconds = {}, {}
+    for variant in OPTIMISE_VARIANTS:
+        model = models[variant].train()
+        model.zero_grad(set_to_none=True)
+        _sync(torch, spec["device"])()
+        start = time.perf_counter()
+        with _autocast(torch, spec):
+            out = model(input_ids=ids)
+        _loss(out).backward()
+        _sync(torch, spec["device"])()
+        seconds[variant] = round(time.perf_counter() - start, 3)
+        results[variant] = (out.last_hidden_state.detach().float(), torch.cat(
+            [p.grad.flatten().float() for p in model.parameters() if p.grad is not None]))
+        model.zero_grad(set_to_none=True)
+    (out_eager, grad_eager), (out_compiled, grad_compiled) = results["eager"], results["compiled"]
+    return dict(relative_error_outputs=round(_relative(out_compiled, out_eager), 6),
+                relative_error_gradients=round(_relative(grad_compiled, grad_eager), 6), call_s=seconds)
 
 
 def worker_optimise(spec: dict) -> None:
-    """RAN's training step, eager and with the compiled chain step, at each length, in one process."""
+    """RAN with `chain_implementation` "eager" and "compiled" (two models with the same weights, one process): at
+    each length (batch `optimise_batch_size`), a forward (inference mode) and a training step (forward, loss,
+    backward, AdamW), each with the chain's share of a training-mode forward; first the compiled chain's outputs
+    and gradients against eager's. A case projected past the deadline is skipped and marked."""
+    import copy
+
     torch = _torch_setup(spec)
+    from torch._dynamo.utils import counters
+
     device = spec["device"]
     sync = _sync(torch, device)
-    for variant in ("eager", "compiled_chain_step"):
-        model = _ran_model(spec).to(device).train()
-        if variant != "eager":
-            compile_chain_steps(model, spec.get("compile_mode"), spec["compile_backend"])
-        optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE, fused=device == "cuda")
-        for length in spec["optimise_lengths"]:
-            batch = max(1, spec["tokens_per_step"] // length)
-            row = dict(kind="optimise", variant=variant, model="ran", seq_len=length, batch_size=batch,
-                       dtype=spec["dtype"], compile_mode=spec.get("compile_mode"),
-                       compile_backend=spec["compile_backend"] if variant != "eager" else None)
-            if time.time() > spec["deadline"]:
-                emit(dict(row, skipped="time cap: part budget spent"))
-                continue
-            ids = torch.randint(5, spec["size"]["vocab_size"], (batch, length),
-                                generator=torch.Generator().manual_seed(length)).to(device)
-            call = _speed_call(torch, spec, model, ids, "train", optimizer)
-            try:
-                start = time.perf_counter()
-                call()
-                sync()
-                first = time.perf_counter() - start
-                timing, finite = benchmark.time_calls(call, 1, spec["repeats"], spec["max_case_s"], sync)
-                row.update(first_call_s=round(first, 3), median_s=timing["median_s"], times_s=timing["times_s"],
-                           tokens_per_s=round(batch * length / timing["median_s"], 1), output_finite=bool(finite))
-                if variant != "eager":  # graphs compiled so far: more than a few means recompiles across layers
-                    from torch._dynamo.utils import counters
-
-                    row["compiled_graphs"] = int(counters["stats"]["unique_graphs"])
-            except Exception as exc:  # noqa: BLE001
-                row.update(error=f"{type(exc).__name__}: {exc}"[:500])
-            emit(row)
-        del model, optimizer
+    use_compile_settings(spec)
+    eager = _ran_model(spec, chain="eager").to(device)
+    compiled = copy.deepcopy(eager)
+    compiled.config.chain_implementation = "compiled"
+    models = dict(eager=eager, compiled=compiled)
+    batch = spec["optimise_batch_size"]
+    vocab = spec["size"]["vocab_size"]
+    first = min(spec["optimise_lengths"])
+    ids = torch.randint(5, vocab, (batch, first), generator=torch.Generator().manual_seed(first)).to(device)
+    row = dict(kind="optimise_check", model="ran", seq_len=first, batch_size=batch, dtype=spec["dtype"],
+               compile_backend=spec["compile_backend"], compile_mode=spec.get("compile_mode"))
+    try:
+        row.update(_compare_gradients(torch, spec, models, ids))
+    except Exception as exc:  # noqa: BLE001
+        row.update(error=f"{type(exc).__name__}: {exc}"[:500])
+    emit(row)
+    done = {}  # (variant, mode) -> the last measured row
+    for variant, mode, length in optimise_cases(spec):
+        model = models[variant]
+        row = dict(kind="optimise", variant=variant, mode=mode, model="ran", seq_len=length, batch_size=batch,
+                   dtype=spec["dtype"], compile_backend=spec["compile_backend"] if variant != "eager" else None,
+                   compile_mode=spec.get("compile_mode") if variant != "eager" else None)
+        last = done.get((variant, mode))
+        seen = last is not None
+        projected = last["median_s"] * length / last["seq_len"] if seen else 0.0  # batch fixed: linear in windows
+        if time.time() + projected > spec["deadline"]:
+            emit(dict(row, skipped=f"time cap: projected {projected:.1f} s, part budget spent"))
+            continue
+        ids = torch.randint(5, vocab, (batch, length), generator=torch.Generator().manual_seed(length)).to(device)
+        optimizer = None
+        if mode == "train":
+            optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE, fused=device == "cuda")
+        call = _speed_call(torch, spec, model, ids, mode, optimizer)
         _reset_peak(torch, device)
+        try:
+            graphs_before = int(counters["stats"]["unique_graphs"])
+            sync()
+            start = time.perf_counter()
+            finite = call()  # the warm-up; for the compiled chain also the compile of this grad mode's graphs
+            sync()
+            first_s = time.perf_counter() - start
+            row["first_call_s"] = round(first_s, 3)
+            compiled_now = int(counters["stats"]["unique_graphs"]) > graphs_before
+            if seen and not compiled_now and 2 * first_s > spec["max_case_s"]:
+                # a long case after a shorter one: the chain is warm (a step's shapes do not depend on the number
+                # of windows), so the first call is the measurement
+                times = [first_s]
+            else:
+                timing, finite = benchmark.time_calls(call, 0, spec["repeats"], spec["max_case_s"], sync)
+                times = timing["times_s"]
+            median = statistics.median(times)
+            row.update(median_s=round(median, 4), times_s=[round(t, 4) for t in times],
+                       tokens_per_s=round(batch * length / median, 1), peak_mb=_peak_mb(torch, device),
+                       output_finite=bool(finite), new_graphs=int(counters["stats"]["unique_graphs"]) - graphs_before)
+            if mode == "train" and time.time() + row["median_s"] < spec["deadline"]:
+                row["chain_forward"] = time_chain_in_forward(torch, spec, model.train(), ids)
+            done[(variant, mode)] = row
+        except Exception as exc:  # noqa: BLE001
+            row.update(error=("out of memory" if _is_oom(exc) else "failed") + f": {type(exc).__name__}: {exc}"[:400])
+            _reset_peak(torch, device)
+        call = optimizer = None
+        model.zero_grad(set_to_none=True)
+        emit(row)
 
 
 WORKERS = dict(env=worker_env, checks=worker_checks, speed=worker_speed, profile=worker_profile,
@@ -1037,26 +1148,36 @@ class Suite:
         return self.run_worker("checks", self.spec(), deadline, expected)
 
     def pytest(self, deadline):
-        timeout = max(5, int(deadline - time.time()))
+        """The model tests on the device. At the part's deadline pytest gets SIGINT (it then prints its summary line
+        with the counts so far) and, a few seconds later, SIGKILL; the progress dots are counted either way."""
         per_test = [f"--timeout={self.scale['pytest_timeout']}"] if importlib.util.find_spec("pytest_timeout") else []
-        cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-o", "addopts=", *per_test,
-               "--durations=8", *(["-k", self.scale["pytest_select"]] if self.scale["pytest_select"] else []),
+        cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+               "-o", "addopts=", *per_test, "--durations=8",
+               *(["-k", self.scale["pytest_select"]] if self.scale["pytest_select"] else []),
                *self.scale["pytest_files"]]
-        env = dict(os.environ, RAN_TEST_DEVICE=self.args.device)
+        env = dict(os.environ, RAN_TEST_DEVICE=self.args.device, PYTHONUNBUFFERED="1")
         start = time.time()
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                                cwd=REPO_ROOT)
+        code = None
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=timeout)
-            output, code = proc.stdout + proc.stderr, proc.returncode
-        except subprocess.TimeoutExpired as exc:
-            output = (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-            code = f"time cap: killed after {timeout} s"
+            output, _ = proc.communicate(timeout=max(1.0, deadline - PYTEST_SUMMARY_S - time.time()))
+            code = proc.returncode
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGINT)
+            try:
+                output, _ = proc.communicate(timeout=PYTEST_SUMMARY_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                output, _ = proc.communicate()
+            code = f"time cap: interrupted after {time.time() - start:.0f} s"
         summary = next((line.strip("= ") for line in reversed(output.splitlines())
                         if " passed" in line or " failed" in line or " error" in line), "no summary line")
         with open(os.path.join(self.out, "pytest.txt"), "w") as f:
             f.write(" ".join(cmd) + "\n\n" + output)
         self.record(dict(kind="pytest", command="RAN_TEST_DEVICE=" + self.args.device + " " + " ".join(cmd[1:]),
-                         returncode=code, summary=summary, seconds=round(time.time() - start, 1),
-                         passed=code == 0))
+                         returncode=code, summary=summary, progress=pytest_progress(output),
+                         seconds=round(time.time() - start, 1), passed=code == 0))
         return "ok" if code == 0 else f"tests: {summary} (return code {code})"
 
     def speed(self, deadline):
@@ -1089,12 +1210,14 @@ class Suite:
                                [dict(kind="long_train", seq_len=self.scale["long_length"])])
 
     def optimise(self, deadline):
-        return self.run_worker("optimise", self.spec(compile_mode=self.args.compile_mode), deadline,
-                               [dict(kind="optimise", variant=v, seq_len=n) for v in ("eager", "compiled_chain_step")
-                                for n in self.scale["optimise_lengths"]])
+        spec = self.spec(compile_mode=self.args.compile_mode)
+        expected = [dict(kind="optimise_check")] + [dict(kind="optimise", variant=v, mode=m, seq_len=n)
+                                                     for v, m, n in optimise_cases(spec)]
+        return self.run_worker("optimise", spec, deadline, expected)
 
     def run(self):
-        for name in PARTS:
+        """The requested parts in the order given, then the others marked as not requested."""
+        for name in list(dict.fromkeys(self.args.parts)) + [p for p in PARTS if p not in self.args.parts]:
             self.part(name, getattr(self, name))
         self.data["meta"]["finished"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
         self.data["meta"]["wall_s"] = round(time.time() - self.start, 1)
@@ -1115,7 +1238,9 @@ def summarise(r: dict) -> str:
                 f"bf16 matmul {r['matmul_tflops_bf16']} TFLOP/s")
     if r["kind"] in ("speed", "optimise"):
         return (f"{head} {where} B={r['batch_size']}: {r['median_s']:.4f} s, {r['tokens_per_s']:,.0f} tok/s"
-                + (f", peak {r['peak_mb'] / 1024:.2f} GiB" if "peak_mb" in r else ""))
+                + (f", peak {r['peak_mb'] / 1024:.2f} GiB" if "peak_mb" in r else "")
+                + (f", first call {r['first_call_s']} s" if "first_call_s" in r else "")
+                + (f", chain {r['chain_forward']['chain_share']:.1%} of a forward" if "chain_forward" in r else ""))
     if r["kind"] == "profile":
         chain = r["categories"]["cell chain"]
         return (f"{head} {where}: step {r['step_s']} s, cell chain {chain['share_of_busy']:.1%} of kernel time, "
@@ -1125,7 +1250,11 @@ def summarise(r: dict) -> str:
     if r["kind"] == "long_train":
         return f"{head} {where}: steps {r['step_s']} s, peak {r['peak_mb'] / 1024:.2f} GiB"
     if r["kind"] == "pytest":
-        return f"pytest: {r['summary']}"
+        return f"pytest: {r['summary']}; progress {json.dumps(r.get('progress'))}"
+    if r["kind"] == "optimise_check":
+        return (f"{head} {where}: compiled chain against eager, relative error outputs "
+                f"{r['relative_error_outputs']:.2e}, gradients {r['relative_error_gradients']:.2e}; call seconds "
+                f"{json.dumps(r['call_s'])}")
     return f"{head} {where}: passed={r.get('passed')} " + json.dumps(
         {k: r[k] for k in ("relative_errors", "seconds", "pad_row_max_abs") if k in r})
 
@@ -1140,9 +1269,13 @@ def main(argv=None):
                         help="default: bf16 on CUDA, fp32 on CPU")
     parser.add_argument("--budget-s", type=float, default=None,
                         help="the whole call's time budget (default: 270 s at the base scale, 1200 s tiny)")
-    parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
-    parser.add_argument("--models", nargs="+", choices=SPEED_MODELS, default=list(SPEED_MODELS))
-    parser.add_argument("--modes", nargs="+", choices=("forward", "train"), default=["forward", "train"])
+    parser.add_argument("--parts", nargs="+", choices=PARTS, default=None,
+                        help="the parts to run, in this order (default: the scale's call, e.g. env optimise speed "
+                             "pytest)")
+    parser.add_argument("--models", nargs="+", choices=SPEED_MODELS, default=None,
+                        help="the speed part's models (default: the scale's, e.g. modernbert longformer)")
+    parser.add_argument("--modes", nargs="+", choices=("forward", "train"), default=None,
+                        help="the speed part's modes (default: the scale's, e.g. train)")
     parser.add_argument("--caps", nargs="*", default=[], metavar="PART=SECONDS",
                         help="override a part's time cap, e.g. speed=120 pytest=0")
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=JSON",
@@ -1173,6 +1306,9 @@ def main(argv=None):
         parser.error("--caps takes PART=SECONDS items")
     if args.budget_s is None:
         args.budget_s = float(scale["budget_s"])
+    args.parts = args.parts or list(scale["parts"])
+    args.models = args.models or list(scale["speed_models"])
+    args.modes = args.modes or list(scale["speed_modes"])
     if args.device is None:
         import torch
 

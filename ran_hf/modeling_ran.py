@@ -20,6 +20,7 @@ Fast path: all token projections and all windows' attention run batched over the
 parameters) is worked out in `window_layout.py`; the argument checks live in `input_checks.py`.
 """
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -555,9 +556,10 @@ class RANLayer(GradientCheckpointingLayer):
 
     def _chain_window(self, carry, window):
         """The body of the chain loop (`run_chain`, or `run_chain_while_loop` under compile / export): `chain_step`,
-        then the carry advances on the rows that have window i."""
+        then the carry advances on the rows that have window i. `window` holds the per-window inputs of
+        `run_cell_chain` (anything after the sixth, the window index, is not read)."""
         s, previous_c = carry
-        keys, values, key_mask, valid, has_previous, drop_passed, _ = window
+        keys, values, key_mask, valid, has_previous, drop_passed = window[:6]
         c, new_s, k_cell, v_cell = self.chain_step(s, previous_c, has_previous, keys, values, key_mask)
         if drop_passed is not None:  # the authors drop out the passed cell in every window but a row's last
             new_s = torch.where(drop_passed[:, None], self.dropout(new_s), new_s)
@@ -566,8 +568,12 @@ class RANLayer(GradientCheckpointingLayer):
         else:
             s = torch.where(valid[:, None], new_s, s)
             previous_c = torch.where(valid[:, None], c, previous_c)
-        # outputs must not alias the carry or each other (a `while_loop` rule): k/v are views of one projection
-        return (s, previous_c), (c.clone(), s.clone(), k_cell.clone(), v_cell.clone())
+        return (s, previous_c), (c, s, k_cell, v_cell)
+
+    def _compiled_chain_window(self, carry, window):
+        """`_chain_window` through the process-wide compiled function (`config.chain_implementation="compiled"`);
+        the window index is left out so that it never becomes part of the graph."""
+        return compiled_chain_window()(self, carry, window[:6])
 
     def forward(
         self,
@@ -668,10 +674,20 @@ class RANLayer(GradientCheckpointingLayer):
                                                    (s, s, key_like, key_like))
             outputs = [t.transpose(0, 1) for t in outputs]
         else:
-            per_window[:2] = [[k for keys in windows.keys for k in keys.unbind(1)],
-                              [v for values in windows.values for v in values.unbind(1)]]
+            step = self._chain_window
+            if self.config.chain_implementation == "compiled" and not is_compiling():
+                # windows first, copied to fresh row-major strides: a window's strides then do not depend on the
+                # number of windows (a new stride recompiles the step; `contiguous()` would keep a size-1 batch
+                # axis's stride)
+                step = self._compiled_chain_window
+                per_window[:2] = [_cat(windows.keys, 1).transpose(0, 1), _cat(windows.values, 1).transpose(0, 1)]
+                per_window = [t.clone(memory_format=torch.contiguous_format) if t is not None else None
+                              for t in per_window]
+            else:
+                per_window[:2] = [[k for keys in windows.keys for k in keys.unbind(1)],
+                                  [v for values in windows.values for v in values.unbind(1)]]
             skip_last = layout.last_window_unfinished
-            (s, _), outputs = run_chain(self._chain_window, (s, previous_c), per_window, num_windows - skip_last)
+            (s, _), outputs = run_chain(step, (s, previous_c), per_window, num_windows - skip_last)
             if skip_last:  # its cell would only be read by a later call, which recomputes it
                 _, _, k_cell, v_cell = self._project(s[:, None])
                 outputs.append((torch.zeros_like(s), s, k_cell[:, 0], v_cell[:, 0]))
@@ -711,6 +727,18 @@ class RANLayer(GradientCheckpointingLayer):
             out, review_probs = self.memory_review(y.flatten(1, 2), *review_memory, review_mask, output_attentions)
             outputs.append((out.unflatten(1, (chunk.stop - chunk.start, capacity)), window_probs, review_probs))
         return tuple(_cat(parts, 1) if parts[0] is not None else None for parts in zip(*outputs))
+
+
+@functools.cache
+def compiled_chain_window():
+    """`RANLayer._chain_window` compiled by `torch.compile` (inductor), built on first use and shared by every layer
+    of every model in the process: the layer is an argument, so its weights are graph inputs and one graph serves
+    all layers of the same shapes. Dynamo compiles a graph per grad mode (a training forward has two: a layer's
+    first window, whose incoming `c_0` needs no gradient, and the others) and, at the first new batch size or
+    window capacity, one with dynamic sizes; a new number of windows needs none (`run_cell_chain` passes each
+    window's inputs with the same strides). Past `torch._dynamo.config.recompile_limit` graphs, Dynamo runs the step
+    eagerly, with a warning."""
+    return torch.compile(RANLayer._chain_window)
 
 
 class RANPooler(nn.Module):

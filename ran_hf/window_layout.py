@@ -289,6 +289,9 @@ def run_chain_while_loop(step, carry, windows, output_like):
         index = i.reshape(1)
         window = tuple(w.index_select(0, index)[0] for w in windows) + (i,)
         carry, ys = step(carry, window)
+        # the new carry must not alias itself or the outputs (a `while_loop` rule; a step may return one tensor as
+        # both carried values, or carry what it outputs)
+        carry = tuple(t.clone() for t in carry)
         return i + 1, carry, tuple(out.index_copy(0, index, y[None]) for out, y in zip(outputs, ys))
 
     start = torch.zeros((), dtype=torch.long, device=windows[0].device)

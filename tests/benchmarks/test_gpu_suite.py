@@ -122,7 +122,8 @@ def rehearsal(tmp_path_factory):
     """The whole call at tiny sizes on the CPU, then the report."""
     out = tmp_path_factory.mktemp("gpu_suite")
     data = gpu_suite.main(["--scale", "tiny", "--device", "cpu", "--threads", "1", "--out", str(out / "raw"),
-                           "--models", "ran", "bert_chunks", "--set", "lengths=[64,256]", "contexts=[16,64]"])
+                           "--parts", *gpu_suite.PARTS, "--models", "ran", "bert_chunks", "--modes", "forward",
+                           "train", "--set", "lengths=[64,256]", "contexts=[16,64]", "optimise_lengths=[128]"])
     gpu_report.main([str(out / "raw"), str(out / "report")])
     return data, out
 
@@ -159,14 +160,17 @@ def test_the_rehearsal_measures_every_part(rehearsal):
         (m, c) for m in ("ran", "gpt2") for c in (16, 64)}
     assert all(r["decode_ms_median"] > 0 and r["cache_bytes"] > 0 for r in by_kind["generation"])
     assert by_kind["long_train"][0]["loss_finite"] and by_kind["long_train"][0]["peak_mb"] > 0
-    assert {r["variant"] for r in by_kind["optimise"]} == {"eager", "compiled_chain_step"}
+    assert {(r["variant"], r["mode"]) for r in by_kind["optimise"]} == {
+        (v, m) for v in ("eager", "compiled") for m in ("forward", "train")}
+    check = by_kind["optimise_check"][0]
+    assert check["relative_error_outputs"] < 1e-5 and check["relative_error_gradients"] < 1e-5
 
 
 def test_the_report_renders_from_the_rehearsal(rehearsal):
     _, out = rehearsal
     table = (out / "report" / "table.md").read_text()
     for heading in ("## Correctness", "## Targets", "## Speed and memory", "## Where RAN's training step goes",
-                    "## Generation", "## Long sequence", "## Compiled cell-chain step"):
+                    "## Generation", "## Long sequence", "## The cell chain: eager against compiled"):
         assert heading in table, heading
     assert "PyTorch " + torch.__version__ in table and "Command: `" in table
     assert "| RAN | " in table and "| BERT, 512-token chunks | " in table and "| cell chain | " in table
@@ -175,20 +179,41 @@ def test_the_report_renders_from_the_rehearsal(rehearsal):
         assert (out / "report" / name).stat().st_size > 10_000, name
 
 
+def test_the_base_call_fits_one_device_command():
+    """The default call at the base scale: the parts that matter first, each cap above a worker's start on the
+    device (16-21 s measured), all inside the budget, and the budget inside 300 s less about 60 s of setup."""
+    base = gpu_suite.SCALES["base"]
+    assert base["parts"] == ["env", "optimise", "speed", "pytest"]
+    caps = [base["caps"][part] for part in base["parts"]]
+    assert sum(caps) <= base["budget_s"] <= 300 - 60
+    assert all(base["caps"][part] >= 25 for part in base["parts"] if part != "env")
+    # each speed model gets at least 25 s
+    assert base["caps"]["speed"] / len(base["speed_models"]) >= 25
+    # both chains at two lengths, one batch size (so the compiled step's shapes stay the same)
+    assert base["optimise_lengths"] == [8192, 32768] and base["optimise_batch_size"] == 1
+    assert base["lengths"] == [32768] and base["speed_modes"] == ["train"]
+
+
+def test_pytest_progress_counts_what_ran_without_a_summary():
+    output = "cmd\n\n" + "." * 72 + " [ 72%]\n" + ".." + "F" + "\n"
+    assert gpu_suite.pytest_progress(output) == dict(passed=74, failed=1, errors=0, skipped=0, xfailed=0, percent=72)
+
+
 def test_a_cut_call_marks_what_it_did_not_measure(tmp_path):
     # the speed worker is killed at its deadline (before its first result): every planned case is marked
     data = gpu_suite.main(["--scale", "tiny", "--device", "cpu", "--out", str(tmp_path), "--parts", "checks",
-                           "speed", "--models", "ran", "--modes", "train", "--caps", "speed=1", "checks=1"])
+                           "speed", "--models", "ran", "--modes", "train", "--caps", "speed=1", "checks=1",
+                           "--set", "lengths=[64,128,256,1024]"])
     checks = [r for r in data["records"] if r["kind"] == "check"]
     assert [r["check"] for r in checks] == ["bf16_vs_fp32", "finite_forward", "finite_forward", "all_pad_row"]
     assert all(r["skipped"].startswith("not measured: worker time cap") for r in checks)
     speed = [r for r in data["records"] if r["kind"] == "speed"]
-    assert [r["seq_len"] for r in speed] == gpu_suite.SCALES["tiny"]["lengths"]
+    assert [r["seq_len"] for r in speed] == [64, 128, 256, 1024]
     assert all(r["skipped"].startswith("not measured: worker time cap") for r in speed)
     assert data["parts"]["env"]["status"] == "not requested"
     # a budget already spent skips the parts and says so
     data = gpu_suite.main(["--scale", "tiny", "--device", "cpu", "--out", str(tmp_path / "spent"), "--budget-s",
-                           "0"])
+                           "0", "--parts", *gpu_suite.PARTS])
     assert all(p["status"].startswith("skipped") for p in data["parts"].values()) and not data["records"]
     table = gpu_report.markdown(data)
     assert "not measured" in table and "| speed | skipped" in table

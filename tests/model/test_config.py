@@ -150,7 +150,7 @@ def test_choice_fields_are_literals_validated_with_the_allowed_values():
     from typing import Literal, get_args, get_origin
 
     annotations = RANConfig.__annotations__
-    for name in ("cell_pooling", "pooler_mode"):
+    for name in ("cell_pooling", "pooler_mode", "chain_implementation"):
         assert get_origin(annotations[name]) is Literal, name
         allowed = get_args(annotations[name])
         for value in allowed:

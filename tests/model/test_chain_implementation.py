@@ -1,0 +1,135 @@
+"""`config.chain_implementation="compiled"`: the cell chain's window step through `torch.compile` gives eager's
+outputs and gradients (bidirectional with padding, causal, checkpointed), compiles one graph for every layer, and
+leaves the eager default alone."""
+
+import copy
+
+import pytest
+import torch
+
+import ran_hf.modeling_ran as modeling
+from ran_hf import RANForCausalLM, RANForSequenceClassification, RANModel
+from conftest import DEVICE, pad_batch, random_documents, randomize, tiny_config
+
+
+pytestmark = pytest.mark.skipif(not hasattr(torch, "compile"), reason="torch.compile is unavailable")
+
+
+@pytest.fixture
+def aot_eager_chain(monkeypatch):
+    """The compiled chain traced by Dynamo and AOTAutograd but run by eager kernels (`backend="aot_eager"`): the
+    same graphs as inductor's, without the kernel compile time and with eager's numerics."""
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(modeling.RANLayer._chain_window, fullgraph=True, backend="aot_eager")
+    monkeypatch.setattr(modeling, "compiled_chain_window", lambda: compiled)
+    yield counters
+    torch._dynamo.reset()
+
+
+def twins(model_class, seed=0, **overrides):
+    """An eager model and a copy with the compiled chain, same weights, training mode, on the test device."""
+    torch.manual_seed(seed)
+    eager = randomize(model_class(tiny_config(num_hidden_layers=3, **overrides)), seed=seed).to(DEVICE).train()
+    compiled = copy.deepcopy(eager)
+    compiled.config.chain_implementation = "compiled"
+    return eager, compiled
+
+
+def loss_and_gradients(model, ids, mask):
+    model.zero_grad(set_to_none=True)
+    out = model(ids, attention_mask=mask)
+    logits = out.logits if hasattr(out, "logits") else out.last_hidden_state
+    loss = (logits.float().square() * mask[..., None]).sum() if logits.dim() == 3 else logits.square().sum()
+    loss.backward()
+    return logits.detach(), {name: p.grad for name, p in model.named_parameters() if p.grad is not None}
+
+
+def padded_batch():
+    """Two rows: one of 3 full windows and a remainder, one ending inside its second window (pads on the right)."""
+    return pad_batch(random_documents([29, 13], seed=3))
+
+
+@pytest.mark.parametrize("model_class", [RANModel, RANForCausalLM], ids=["bidirectional", "causal"])
+def test_compiled_chain_gives_the_eager_outputs_and_gradients(aot_eager_chain, model_class, one_thread):
+    eager, compiled = twins(model_class)
+    ids, mask = padded_batch()
+    expected, expected_grads = loss_and_gradients(eager, ids, mask)
+    got, got_grads = loss_and_gradients(compiled, ids, mask)
+    torch.testing.assert_close(got, expected, atol=1e-6, rtol=1e-6)
+    assert got_grads.keys() == expected_grads.keys()
+    for name, grad in expected_grads.items():
+        torch.testing.assert_close(got_grads[name], grad, atol=1e-6, rtol=1e-5, msg=name)
+    # every layer's chain went through the one compiled function: a graph for each layer's first window (its
+    # incoming `c_0` needs no gradient) and one for the later windows, shared by the three layers
+    assert aot_eager_chain["stats"]["unique_graphs"] == 2
+    # a batch of the same size with more windows reuses them
+    longer_ids, longer_mask = pad_batch(random_documents([45, 20], seed=4))
+    for got, expected in zip(loss_and_gradients(compiled, longer_ids, longer_mask),
+                             loss_and_gradients(eager, longer_ids, longer_mask)):
+        torch.testing.assert_close(got, expected, atol=1e-6, rtol=1e-5)
+    assert aot_eager_chain["stats"]["unique_graphs"] == 2
+
+
+def test_compiled_chain_serves_inference_and_a_checkpointed_training_step(aot_eager_chain, one_thread):
+    eager, compiled = twins(RANForSequenceClassification, num_labels=2)
+    ids, mask = padded_batch()
+    with torch.inference_mode():
+        torch.testing.assert_close(compiled.eval()(ids, attention_mask=mask).logits,
+                                   eager.eval()(ids, attention_mask=mask).logits, atol=1e-6, rtol=1e-6)
+    for model in (eager, compiled):
+        model.train().gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    labels = torch.tensor([0, 1], device=DEVICE)
+    compiled(ids, attention_mask=mask, labels=labels).loss.backward()
+    eager(ids, attention_mask=mask, labels=labels).loss.backward()
+    for (name, p), q in zip(compiled.named_parameters(), eager.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, atol=1e-6, rtol=1e-5, msg=name)
+
+
+def test_a_longer_single_row_reuses_the_compiled_graph(aot_eager_chain, one_thread):
+    """Each window's inputs get fresh strides, also with a batch of one (whose batch axis keeps any stride)."""
+    eager, compiled = twins(RANModel)
+    with torch.no_grad():
+        for length in (20, 45):
+            ids, mask = pad_batch(random_documents([length], seed=length))
+            torch.testing.assert_close(compiled.eval()(ids, attention_mask=mask).last_hidden_state,
+                                       eager.eval()(ids, attention_mask=mask).last_hidden_state, atol=1e-6, rtol=1e-6)
+    assert aot_eager_chain["stats"]["unique_graphs"] == 1
+
+
+def test_compiled_chain_with_inductor_matches_eager_up_to_rounding(one_thread):
+    """The shipped path (inductor kernels): float32 within rounding of eager, forward and every gradient."""
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    modeling.compiled_chain_window.cache_clear()
+    try:
+        eager, compiled = twins(RANModel)
+        ids, mask = padded_batch()
+        expected, expected_grads = loss_and_gradients(eager, ids, mask)
+        got, got_grads = loss_and_gradients(compiled, ids, mask)
+        torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+        for name, grad in expected_grads.items():
+            torch.testing.assert_close(got_grads[name], grad, atol=1e-4, rtol=1e-4, msg=name)
+    finally:
+        modeling.compiled_chain_window.cache_clear()
+        torch._dynamo.reset()
+
+
+def test_eager_is_the_default_and_never_compiles(monkeypatch, one_thread):
+    def fail():
+        raise AssertionError("the eager chain reached the compiled one")
+
+    monkeypatch.setattr(modeling, "compiled_chain_window", fail)
+    model = randomize(RANModel(tiny_config())).to(DEVICE).eval()
+    assert model.config.chain_implementation == "eager"
+    ids, mask = padded_batch()
+    model(ids, attention_mask=mask)
+
+
+def test_an_unknown_chain_implementation_raises_naming_the_choices():
+    with pytest.raises(ValueError, match=r"`chain_implementation` must be one of \('eager', 'compiled'\)"):
+        tiny_config(chain_implementation="cuda_graphs")
