@@ -1,5 +1,5 @@
 # Copyright 2026 The ran_hf authors. Licensed under the Apache License, Version 2.0.
-"""Named recipes for training a RAN classifier from scratch: RANConfig fields plus command-line flags.
+"""Named recipes for training a RAN classifier: RANConfig fields, flags and, for `pretrained`, a checkpoint.
 
 `from-scratch` (the default of `run_classification.py` when no `--model_name_or_path` is given) turns on
 `memory_review_residual` and mean pooling in the cell transform. From random weights the authors' memory review
@@ -14,6 +14,11 @@ macro-F1 0.758 against 0.740 for the earlier D 128 / 2-layer recipe at lr 1e-3 a
 `from-scratch` by 0.07 and 0.18 macro-F1 (seeds 42-43; test accuracy 0.751 / 0.760 against 0.680 / 0.596); on
 Hyperpartisan's dev it is level with it (`research/recipe_selection/README.md`, "Average pooling"), so `from-scratch`
 stays the default and this one is named for topic-like tasks of many classes.
+
+`pretrained` fine-tunes the RAN pretrained on books (`pretrained/ran-books-small`, the `from-scratch` size) with its
+own 16k tokenizer, the `from-scratch` pooling and schedule at lr 3e-4. On Hyperpartisan's dev it trails
+`from-scratch` (macro-F1 0.744 against 0.758, seeds 42-44; lr 1e-4: 0.732) and is level on test (0.765 against
+0.763), so it is not the default (`research/recipe_selection/README.md`, "Fine-tuning the pretrained RAN").
 
 `authors` is the authors' architecture exactly (what a converted checkpoint uses), with the script's own defaults.
 """
