@@ -6,13 +6,18 @@
         --output_dir outputs/sentence_splits
 
 The texts are those of `research.compare_long_docs.data` (Hyperpartisan: title, blank line, text; IMDB: `<br />`
-as newlines), so the runs read the same documents as the comparison's sentence models."""
+as newlines), so the runs read the same documents as the comparison's sentence models.
+
+`--regex_sentences` writes `<dataset>-regex/` instead: each document as the comparison's own sentences
+(`research.compare_long_docs.data.split_sentences`, a regular expression) separated by blank lines, so that the
+product's splitter, which splits per paragraph, starts from the comparison's sentences (run it with
+`--min_sentence_tokens 1` to merge nothing, as the comparison did)."""
 
 import argparse
 import json
 from pathlib import Path
 
-from research.compare_long_docs.data import DATASETS, load_dataset_splits
+from research.compare_long_docs.data import DATASETS, load_dataset_splits, split_sentences
 
 
 def main(argv=None):
@@ -20,13 +25,17 @@ def main(argv=None):
     parser.add_argument("--data_dir", required=True)
     parser.add_argument("--dataset", required=True, choices=DATASETS)
     parser.add_argument("--output_dir", default="outputs/sentence_splits")
+    parser.add_argument("--regex_sentences", action="store_true",
+                        help="Write <dataset>-regex/: the comparison's sentences, one paragraph each.")
     args = parser.parse_args(argv)
     data = load_dataset_splits(args.dataset, Path(args.data_dir))
-    folder = Path(args.output_dir) / args.dataset
+    folder = Path(args.output_dir) / (f"{args.dataset}-regex" if args.regex_sentences else args.dataset)
     folder.mkdir(parents=True, exist_ok=True)
     for split in ("train", "dev", "test"):
         with open(folder / f"{split}.jsonl", "w", encoding="utf-8") as f:
             for text, label in zip(data[split]["text"], data[split]["label"]):
+                if args.regex_sentences:
+                    text = "\n\n".join(split_sentences(text, max_sentences=10**6))
                 f.write(json.dumps({"text": text, "label": data["labels"][int(label)]}) + "\n")
         print(f"{folder / split}.jsonl: {len(data[split]['text'])} documents")
 

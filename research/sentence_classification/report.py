@@ -24,7 +24,8 @@ def run_record(folder: Path) -> dict | None:
     if not summary.is_file():
         return None
     results = json.loads(summary.read_text())
-    head, mode, seed = folder.name.rsplit("-", 2)
+    head, rest = folder.name.split("-", 1)  # <head>-<mode>-seed<k>; a mode may hold dashes (frozen-nomerge)
+    mode, seed = rest.rsplit("-", 1)
     state = json.loads((folder / "trainer_state.json").read_text()) if (folder / "trainer_state.json").is_file() else {}
     best = state.get("best_global_step")
     steps_per_epoch = (state.get("global_step", 0) / state["epoch"]) if state.get("epoch") else None
