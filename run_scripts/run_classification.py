@@ -48,6 +48,7 @@ at 2,048, which the recipe was not chosen with). Batch 8 grouped by length, one 
 
 Other examples:
 
+    python run_scripts/run_classification.py --recipe pretrained     # fine-tune pretrained/ran-books-small
     python run_scripts/run_classification.py --train_file train.jsonl --validation_file dev.jsonl \
         --test_file test.jsonl --output_dir outputs/my_task --num_train_epochs 3
     python run_scripts/run_classification.py --recipe from-scratch-average --train_file 20ng/train.jsonl \
