@@ -139,8 +139,9 @@ DEFAULT_RECIPE = "from-scratch"
 
 
 def default_job_arguments(recipe: Recipe | None) -> list[str]:
-    """What the default Hyperpartisan job adds: the length, the label names, and for random weights the shipped
-    tokenizer (a checkpoint brings its own)."""
+    """What the default Hyperpartisan job adds: the length, the label names, and the shipped tokenizer unless the
+    recipe starts from a checkpoint, which brings its own (with `--model_name_or_path` the shipped one is the
+    default, and `--tokenizer_name` replaces it)."""
     tokenizer = ["--tokenizer_name", DEFAULT_TOKENIZER] if recipe is None or recipe.checkpoint is None else []
     return ["--max_length", "1024", *tokenizer, "--class_names", DEFAULT_CLASS_NAMES]
 DATA_FLAGS = ("--train_file", "--validation_file", "--test_file", "--dataset_name")

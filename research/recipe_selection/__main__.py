@@ -40,11 +40,6 @@ import numpy as np
 D128_RECIPE = ["--hidden_size", "128", "--num_hidden_layers", "2", "--num_attention_heads", "4",
                "--attention_head_size", "32", "--window_size", "128", "--learning_rate", "1e-3",
                "--num_train_epochs", "6", "--max_length", "2048"]
-# The pretrained start: the checkpoint and its 16k tokenizer instead of the shipped 8k one, the `from-scratch`
-# recipe's pooling and schedule (a checkpoint takes no recipe, so the script's own defaults would apply otherwise).
-PRETRAINED_START = ["--model_name_or_path", "pretrained/ran-books-small", "--tokenizer_name",
-                    "pretrained/ran-books-small", "--config_overrides", "pooler_mode=cell_mean",
-                    "--num_train_epochs", "3", "--warmup_steps", "0.1", "--lr_scheduler_type", "linear"]
 CANDIDATES = {
     # the `from-scratch` recipe: the pretrained RAN's size (research/pretraining/README.md) from scratch, 3 epochs
     # of 1,024 tokens at lr 2e-4
@@ -65,10 +60,10 @@ CANDIDATES = {
     # term): `--recipe from-scratch-average`
     "average-pooling": ["--config_overrides", "pooler_mode=token_mean"],
     "d128-2-layers": D128_RECIPE,
-    # fine-tuning the pretrained RAN (`pretrained/ran-books-small`, the recipe's size) with its own tokenizer, the
-    # recipe's pooling, schedule and epochs, at two learning rates
-    "pretrained-lr1e-4": PRETRAINED_START + ["--learning_rate", "1e-4"],
-    "pretrained-lr3e-4": PRETRAINED_START + ["--learning_rate", "3e-4"],
+    # fine-tuning the pretrained RAN (`--recipe pretrained`: `pretrained/ran-books-small`, the recipe's size, with
+    # its own tokenizer and the recipe's pooling and schedule) at two learning rates
+    "pretrained-lr1e-4": ["--recipe", "pretrained", "--learning_rate", "1e-4"],
+    "pretrained-lr3e-4": ["--recipe", "pretrained", "--learning_rate", "3e-4"],
     "10-epochs": D128_RECIPE + ["--num_train_epochs", "10"],
     "regularized": D128_RECIPE + ["--weight_decay", "0.1", "--hidden_dropout_prob", "0.2"],
     "lr-5e-4-10-epochs": D128_RECIPE + ["--learning_rate", "5e-4", "--num_train_epochs", "10"],

@@ -45,14 +45,13 @@ class Recipe:
         return (["--model_name_or_path", self.checkpoint] if self.checkpoint else []) + list(self.flags)
 
 
-FROM_SCRATCH_CONFIG = {"memory_review_residual": True, "pooler_mode": "cell_mean"}
+POOLING = {"pooler_mode": "cell_mean"}
+SCHEDULE = ("--num_train_epochs", "3", "--warmup_steps", "0.1", "--lr_scheduler_type", "linear")
+FROM_SCRATCH_CONFIG = {"memory_review_residual": True, **POOLING}
 FROM_SCRATCH_FLAGS = ("--hidden_size", "256", "--num_hidden_layers", "4", "--num_attention_heads", "4",
-                      "--attention_head_size", "64", "--window_size", "256",
-                      "--learning_rate", "2e-4", "--num_train_epochs", "3", "--warmup_steps", "0.1",
-                      "--lr_scheduler_type", "linear")
-# Fine-tuning the pretrained RAN: the recipe's pooling, schedule and epochs, the learning rate chosen on dev.
-PRETRAINED_FLAGS = ("--learning_rate", "3e-4", "--num_train_epochs", "3", "--warmup_steps", "0.1",
-                    "--lr_scheduler_type", "linear")
+                      "--attention_head_size", "64", "--window_size", "256", "--learning_rate", "2e-4", *SCHEDULE)
+# Fine-tuning the pretrained RAN: the from-scratch pooling and schedule, the learning rate chosen on dev.
+PRETRAINED_FLAGS = ("--learning_rate", "3e-4", *SCHEDULE)
 RECIPES = {
     recipe.name: recipe
     for recipe in (
@@ -60,7 +59,7 @@ RECIPES = {
         Recipe("from-scratch-average", config={**FROM_SCRATCH_CONFIG, "pooler_mode": "token_mean"},
                flags=FROM_SCRATCH_FLAGS),
         Recipe("authors"),
-        Recipe("pretrained", config={"pooler_mode": "cell_mean"}, flags=PRETRAINED_FLAGS,
+        Recipe("pretrained", config=POOLING, flags=PRETRAINED_FLAGS,
                checkpoint=PRETRAINED_CHECKPOINT),
     )
 }
