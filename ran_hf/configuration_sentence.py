@@ -34,6 +34,8 @@ class RANSentenceConfig(PreTrainedConfig):
             its sentence vectors can be computed once and cached; False fine-tunes it end to end.
         max_sentence_length (`int`, defaults to 256): a sentence is cut at this many encoder tokens (special tokens
             included), the encoder's `max_seq_length`.
+        encoder_batch_size (`int`, defaults to 16): sentences per call of the encoder when the model reads token ids;
+            a batch's sentences are sorted by length and each call is padded to its own longest sentence only.
         min_sentence_tokens (`int`, defaults to 5): a sentence of fewer encoder tokens is merged with the next one
             (the last one with the one before it).
         max_sentences (`int`, *optional*, defaults to 64): a document keeps its first this many sentences; None
@@ -54,6 +56,7 @@ class RANSentenceConfig(PreTrainedConfig):
     normalize_sentences: bool = True
     freeze_encoder: bool = True
     max_sentence_length: int = 256
+    encoder_batch_size: int = 16
     min_sentence_tokens: int = 5
     max_sentences: int | None = 64
     ran_config: dict | None = None
@@ -67,7 +70,7 @@ class RANSentenceConfig(PreTrainedConfig):
         if self.sentence_pooling not in ("mean", "cls", "max"):
             raise ValueError("RANSentenceConfig: `sentence_pooling` must be 'mean', 'cls' or 'max', got "
                              f"{self.sentence_pooling!r}.")
-        for name in ("sentence_embedding_size", "max_sentence_length"):
+        for name in ("sentence_embedding_size", "max_sentence_length", "encoder_batch_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"RANSentenceConfig: `{name}` must be a positive integer, got {getattr(self, name)}.")
         if self.max_sentences is not None and self.max_sentences < 1:

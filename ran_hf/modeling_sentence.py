@@ -171,10 +171,17 @@ class RANSentenceForSequenceClassification(RANSentencePreTrainedModel):
                              "(`config.encoder_config` is None); pass `sentence_embeddings`, or build the model with "
                              "`from_sentence_encoder(path)`.")
         real = sentence_mask.bool()
-        token_mask = attention_mask[real]
-        length = max(int(token_mask.sum(-1).max()), 1)
+        ids, token_mask = input_ids[real], attention_mask[real]
+        lengths = token_mask.sum(-1)
+        # longest first, `encoder_batch_size` at a time, each call cut at its own longest sentence: a batch's
+        # sentences then cost about their real tokens instead of all of them padded to the longest one
+        order = lengths.argsort(descending=True)
+        vectors = []
         with torch.set_grad_enabled(torch.is_grad_enabled() and not self.config.freeze_encoder):
-            vectors = self.encoder(input_ids[real][:, :length], token_mask[:, :length])
+            for chunk in order.split(self.config.encoder_batch_size):
+                length = max(int(lengths[chunk[0]]), 1)
+                vectors.append(self.encoder(ids[chunk, :length], token_mask[chunk, :length]))
+        vectors = torch.cat(vectors)[order.argsort()]
         sentences = vectors.new_zeros(*real.shape, vectors.shape[-1])
         sentences[real] = vectors
         return sentences

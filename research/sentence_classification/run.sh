@@ -3,7 +3,8 @@
 #   bash research/sentence_classification/run.sh DATASET "aose ran" "1 2 3" [frozen|finetuned] [extra flags...]
 # Splits come from research/sentence_classification/make_splits.py (outputs/sentence_splits/DATASET/). A finished run
 # (its all_results_summary.json exists) is skipped; a killed one resumes from its last epoch checkpoint. Frozen
-# sentence vectors are cached in outputs/sentence_cache, shared by every run. One torch thread, nice 10.
+# sentence vectors are cached in outputs/sentence_cache, shared by every run. One torch thread, nice 10. RUN replaces
+# the python command (default: python run_scripts/run_sentence_classification.py).
 set -u
 dataset=$1; heads=$2; seeds=$3; mode=${4:-frozen}; shift 4 || shift $#
 splits=outputs/sentence_splits/$dataset
@@ -16,7 +17,7 @@ for seed in $seeds; do
     [ -f "$out/all_results_summary.json" ] && { echo "skip $out (done)"; continue; }
     resume=(); ls -d "$out"/checkpoint-* >/dev/null 2>&1 && resume=(--resume_from_checkpoint last)
     echo "$(date -u +%FT%TZ) start $out ${resume[*]}"
-    nice -n 10 python run_scripts/run_sentence_classification.py --head "$head" "${freeze[@]}" \
+    nice -n 10 ${RUN:-python run_scripts/run_sentence_classification.py} --head "$head" "${freeze[@]}" \
       --train_file "$splits/train.jsonl" --validation_file "$splits/dev.jsonl" --test_file "$splits/test.jsonl" \
       --seed "$seed" --output_dir "$out" --embedding_cache_dir outputs/sentence_cache "${resume[@]}" "$@" \
       > "$out.log" 2>&1 || echo "$(date -u +%FT%TZ) FAILED $out (see $out.log)"

@@ -121,6 +121,28 @@ def test_sentence_transformers_vectors_equal_the_models_own(encoder_dir):
                                atol=1e-5, rtol=1e-5)
 
 
+def test_encoding_in_length_sorted_chunks_equals_one_call(encoder_dir):
+    """`encoder_batch_size` only changes how the real sentences are grouped for the encoder: the sentence vectors,
+    and the fine-tuned encoder's gradients, are those of one call over all of them."""
+    batch = None
+    results = []
+    for chunk in (1, 3, 1000):
+        model = build(encoder_dir, "ran", freeze=False, encoder_batch_size=chunk)
+        batch = batch or DocumentSentenceProcessor.for_model(model, _tokenizer(encoder_dir))(DOCUMENTS)
+        shapes = []
+        model.encoder.register_forward_pre_hook(lambda module, args: shapes.append(args[0].shape))
+        vectors = model.encode_sentences(batch["input_ids"], batch["attention_mask"], batch["sentence_mask"])
+        if chunk == 1:  # one sentence a call: no padding token goes through the encoder
+            assert sum(rows * length for rows, length in shapes) == int(batch["attention_mask"].sum())
+        vectors.square().sum().backward()
+        gradient = model.encoder.transformer.embeddings.word_embeddings.weight.grad
+        results.append((vectors.detach(), gradient))
+    assert int(batch["sentence_mask"].sum()) > 3  # several chunks at 1 and 3
+    for vectors, gradient in results[:2]:
+        torch.testing.assert_close(vectors, results[2][0], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(gradient, results[2][1], atol=1e-5, rtol=1e-5)
+
+
 @pytest.mark.parametrize("freeze", [True, False])
 def test_frozen_encoder_gets_no_gradient_and_fine_tuned_one_does(encoder_dir, freeze):
     model = build(encoder_dir, "ran", freeze=freeze).train()
