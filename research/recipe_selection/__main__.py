@@ -20,6 +20,9 @@ trained once on the train split into `OUTPUT_DIR/tokenizer` and shared by every 
     python -m research.recipe_selection --output_dir outputs/recipe_selection --report_only
     python -m research.recipe_selection --dataset 20newsgroups --data_dir DATA --output_dir outputs/recipe_20ng \
         --candidates recipe --seeds 42 43 44 45 46
+
+A candidate that starts from the pretrained checkpoint (`--recipe pretrained`) keeps the checkpoint's own tokenizer on
+every dataset.
 """
 
 from __future__ import annotations
@@ -153,10 +156,25 @@ class Adopted:
         return self.returncode
 
 
+def starts_from_checkpoint(candidate: str) -> bool:
+    """Whether the candidate fine-tunes a pretrained checkpoint, which brings its own tokenizer."""
+    flags = CANDIDATES[candidate]
+    return "--recipe" in flags and flags[flags.index("--recipe") + 1] == "pretrained"
+
+
+def candidate_data_flags(candidate: str, data_flags: list[str]) -> list[str]:
+    """`data_flags` without the dataset's own tokenizer for a candidate that starts from a checkpoint."""
+    if starts_from_checkpoint(candidate) and "--tokenizer_name" in data_flags:
+        at = data_flags.index("--tokenizer_name")
+        return data_flags[:at] + data_flags[at + 2:]
+    return data_flags
+
+
 def run_command(output_dir: Path, candidate: str, seed: int, data_flags: list[str], threads: int = 1) -> list[str]:
     """The run's command line: `threads` torch threads, a checkpoint every 15 minutes of training besides each
     epoch's, and a stopped run continues from its newest checkpoint."""
     out = run_dir(output_dir, candidate, seed)
+    data_flags = candidate_data_flags(candidate, data_flags)
     command = [sys.executable, "run_scripts/run_classification.py", "--seed", str(seed), "--output_dir", str(out),
                "--disable_tqdm", "True", "--save_total_limit", "1", "--save_every_minutes", "15", *data_flags,
                *CANDIDATES[candidate], "--torch_threads", str(threads)]
@@ -308,7 +326,8 @@ def main(argv=None):
         parser.error(f"--threads {args.threads} --parallel {args.parallel}: both must be at least 1.")
     if not args.report_only:
         data_flags = dataset_flags(args.dataset, args.data_dir, args.output_dir)
-        ensure_tokenizer(data_flags, args.output_dir)
+        if not all(starts_from_checkpoint(candidate) for candidate in args.candidates):
+            ensure_tokenizer(data_flags, args.output_dir)
         todo = [(c, s) for s in args.seeds for c in args.candidates if finished(args.output_dir, c, s) is None]
         todo.sort(key=lambda run: alive(args.output_dir, *run) is None)  # adopt live runs first
         running: list[tuple[str, int, subprocess.Popen, float]] = []

@@ -90,6 +90,10 @@ def test_other_datasets_need_their_files_and_a_stopped_run_resumes(tmp_path):
     (run_dir(tmp_path / "out", "recipe", 42) / "checkpoint-100").mkdir(parents=True)
     command = run_command(tmp_path / "out", "recipe", 42, flags, threads=2)
     assert command[-4:] == ["--torch_threads", "2", "--resume_from_checkpoint", "last"]
+    # the pretrained checkpoint keeps its own tokenizer on every dataset
+    command = run_command(tmp_path / "out", "pretrained-lr3e-4", 42, flags)
+    assert "--tokenizer_name" not in command and command[command.index("--recipe") + 1] == "pretrained"
+    assert command[command.index("--max_length") + 1] == "2048"
 
 
 def test_threads_and_parallel_below_one_are_refused(tmp_path, capsys):
