@@ -139,10 +139,11 @@ DEFAULT_RECIPE = "from-scratch"
 
 
 def default_job_arguments(recipe: Recipe | None) -> list[str]:
-    """What the default Hyperpartisan job adds: the length, the label names, and the shipped tokenizer unless the
-    recipe starts from a checkpoint, which brings its own (with `--model_name_or_path` the shipped one is the
-    default, and `--tokenizer_name` replaces it)."""
-    tokenizer = ["--tokenizer_name", DEFAULT_TOKENIZER] if recipe is None or recipe.checkpoint is None else []
+    """What the default Hyperpartisan job adds: the length, the label names, and the shipped tokenizer when the model
+    starts from random weights. A start from a checkpoint (the recipe's, or `--model_name_or_path`: `recipe` None)
+    keeps the checkpoint's own tokenizer; `--tokenizer_name` replaces either."""
+    from_scratch = recipe is not None and recipe.checkpoint is None
+    tokenizer = ["--tokenizer_name", DEFAULT_TOKENIZER] if from_scratch else []
     return ["--max_length", "1024", *tokenizer, "--class_names", DEFAULT_CLASS_NAMES]
 DATA_FLAGS = ("--train_file", "--validation_file", "--test_file", "--dataset_name")
 # --dataset_name: the split names read as training, validation and test data (the first one present)

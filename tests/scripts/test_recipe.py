@@ -99,6 +99,17 @@ def test_pretrained_recipe_fine_tunes_the_shipped_checkpoint_with_its_tokenizer(
     assert saved == shipped
 
 
+def test_own_checkpoint_on_the_default_job_keeps_its_own_tokenizer(tmp_path):
+    """`--model_name_or_path` on the default job: the checkpoint's tokenizer, not the 8k one shipped for models
+    trained from scratch, whose ids would index the wrong rows of the checkpoint's embedding table."""
+    checkpoint = RECIPES["pretrained"].checkpoint
+    out = tmp_path / "own"
+    run_classification.main(["--output_dir", str(out), "--model_name_or_path", checkpoint, *RUN])
+    saved = json.loads((out / "tokenizer.json").read_text())["model"]["vocab"]
+    assert saved == json.loads((Path(checkpoint) / "tokenizer.json").read_text())["model"]["vocab"]
+    assert "--tokenizer_name" not in run_classification.default_job_arguments(None)
+
+
 def test_unknown_recipe_is_a_clear_error():
     with pytest.raises(ValueError, match="--recipe"):
         get_recipe("fast")
