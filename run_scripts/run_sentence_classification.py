@@ -118,6 +118,9 @@ class SentenceModelArguments:
     encoder_learning_rate: float = field(
         default=2e-5, metadata={"help": "Peak learning rate of the encoder when it is fine-tuned (the head's is "
                                         "--learning_rate)."})
+    encoder_batch_size: int = field(
+        default=16, metadata={"help": "Sentences per encoder call when the encoder reads token ids (fine-tuning, or a "
+                                      "saved model on raw text); they are sorted by length first. Larger on a GPU."})
     max_sentences: int = field(default=64, metadata={"help": "Keep the first N sentences of a document (0: all)."})
     min_sentence_tokens: int = field(default=5, metadata={"help": "Merge shorter sentences with the next one."})
     ran_hidden_size: int = field(default=128, metadata={"help": "--head ran: width D."})
@@ -189,7 +192,8 @@ def carve_validation(splits: dict, data_args, seed: int, multi: bool) -> None:
 
 def build_model(model_args, label_list: list[str], multi: bool) -> RANSentenceForSequenceClassification:
     if model_args.model_name_or_path:
-        model = RANSentenceForSequenceClassification.from_pretrained(model_args.model_name_or_path)
+        model = RANSentenceForSequenceClassification.from_pretrained(
+            model_args.model_name_or_path, encoder_batch_size=model_args.encoder_batch_size)
         model.set_encoder_frozen(model_args.freeze_encoder)
         return model
     return RANSentenceForSequenceClassification.from_sentence_encoder(
@@ -198,6 +202,7 @@ def build_model(model_args, label_list: list[str], multi: bool) -> RANSentenceFo
         label2id={label: i for i, label in enumerate(label_list)},
         problem_type="multi_label_classification" if multi else "single_label_classification",
         max_sentences=model_args.max_sentences or None, min_sentence_tokens=model_args.min_sentence_tokens,
+        encoder_batch_size=model_args.encoder_batch_size,
         ran_config={"hidden_size": model_args.ran_hidden_size, "num_hidden_layers": model_args.ran_layers,
                     "num_attention_heads": model_args.ran_heads,
                     "attention_head_size": model_args.ran_hidden_size // model_args.ran_heads,

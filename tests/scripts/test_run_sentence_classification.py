@@ -82,11 +82,12 @@ def test_frozen_run_reports_caches_and_saves_a_raw_text_classifier(data, tmp_pat
 def test_fine_tuned_encoder_moves(data, tmp_path):
     from ran_hf import RANSentenceForSequenceClassification
 
-    results = run(data, tmp_path / "tuned", "--head", "aose", "--no_freeze_encoder", "--num_train_epochs", "1")
+    results = run(data, tmp_path / "tuned", "--head", "aose", "--no_freeze_encoder", "--num_train_epochs", "1",
+                  "--encoder_batch_size", "2")
     assert not results["freeze_encoder"]
     start = RANSentenceForSequenceClassification.from_sentence_encoder(data["encoder"], num_labels=2)
     tuned = RANSentenceForSequenceClassification.from_pretrained(tmp_path / "tuned")
-    assert not tuned.config.freeze_encoder
+    assert not tuned.config.freeze_encoder and tuned.config.encoder_batch_size == 2
     moved = [not torch.equal(a, b) for a, b in zip(start.encoder.parameters(), tuned.encoder.parameters())]
     assert any(moved)
 
