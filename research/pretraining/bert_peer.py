@@ -10,8 +10,9 @@ loads with `AutoModelForMaskedLM` and `AutoModelForSequenceClassification` like 
 from __future__ import annotations
 
 import torch
-from transformers import BertConfig, BertForMaskedLM
-from transformers.modeling_outputs import MaskedLMOutput
+from torch import nn
+from transformers import BertConfig, BertForMaskedLM, BertModel, BertPreTrainedModel
+from transformers.modeling_outputs import MaskedLMOutput, SequenceClassifierOutput
 
 
 BERT_CONTEXT = 512
@@ -70,3 +71,55 @@ def bert_peer(vocab_size: int, pad_token_id: int, hidden_size: int, num_hidden_l
                         max_position_embeddings=BERT_CONTEXT, hidden_dropout_prob=dropout,
                         attention_probs_dropout_prob=dropout, pad_token_id=pad_token_id)
     return BertForMaskedLMAtMaskedTokens(config)
+
+
+class BertChunkPoolForSequenceClassification(BertPreTrainedModel):
+    """BERT over a whole document in chunks of its context: the document's tokens between its [CLS] and [SEP] are cut
+    into pieces of 510, each piece is read as `[CLS] piece [SEP]`, and the pieces' [CLS] outputs are averaged into the
+    document vector that a linear layer classifies ("chunk-and-pool"). Loads the encoder of a `BertForMaskedLM`
+    checkpoint (`bert.*`); the classifier starts new."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.bert = BertModel(config, add_pooling_layer=False)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    def chunk(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor,
+                                                                                     torch.Tensor]:
+        """input_ids, attention_mask: `(batch, length)`, each row `[CLS] tokens [SEP]` then padding (each chunk is
+        wrapped in its row's own first and last token). Returns the chunks' ids and mask `(chunks, <= 512)` and each
+        chunk's row in the batch `(chunks,)`."""
+        piece = self.config.max_position_embeddings - 2
+        chunks, documents = [], []
+        for row, (ids, length) in enumerate(zip(input_ids, attention_mask.sum(-1).tolist())):
+            first, body, last = ids[:1], ids[1:max(length - 1, 1)], ids[max(length - 1, 1):length]
+            for start in range(0, max(len(body), 1), piece):
+                chunks.append(torch.cat([first, body[start:start + piece], last]))
+                documents.append(row)
+        width = max(len(c) for c in chunks)
+        chunk_ids = input_ids.new_full((len(chunks), width), self.config.pad_token_id)
+        chunk_mask = torch.zeros_like(chunk_ids)
+        for i, c in enumerate(chunks):
+            chunk_ids[i, :len(c)] = c
+            chunk_mask[i, :len(c)] = 1
+        return chunk_ids, chunk_mask, input_ids.new_tensor(documents)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                labels: torch.Tensor | None = None, **kwargs) -> SequenceClassifierOutput:
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        chunk_ids, chunk_mask, documents = self.chunk(input_ids, attention_mask)
+        cls = self.bert(input_ids=chunk_ids, attention_mask=chunk_mask).last_hidden_state[:, 0]
+        summed = cls.new_zeros(input_ids.shape[0], cls.shape[-1]).index_add_(0, documents, cls)
+        counts = torch.bincount(documents, minlength=input_ids.shape[0]).unsqueeze(-1).to(cls.dtype)
+        logits = self.classifier(self.dropout(summed / counts))
+        loss = None
+        if labels is not None:
+            if self.config.problem_type == "multi_label_classification":
+                loss = nn.functional.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
+            else:
+                loss = nn.functional.cross_entropy(logits, labels)
+        return SequenceClassifierOutput(loss=loss, logits=logits)
