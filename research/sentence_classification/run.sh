@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs run_sentence_classification.py on the compare_long_docs splits of one dataset, one run after the other:
-#   bash research/sentence_classification/run.sh DATASET "aose ran" "1 2 3" [frozen|finetuned] [extra flags...]
+#   bash research/sentence_classification/run.sh DATASET "aose ran" "1 2 3" [frozen|finetuned|frozen-then-finetuned] [flags...]
+# frozen-then-finetuned starts from the finished frozen run of the same head and seed (HEAD-frozen-seedK) and trains on
+# with the encoder fine-tuned.
 # Splits come from research/sentence_classification/make_splits.py (outputs/sentence_splits/DATASET/). A finished run
 # (its all_results_summary.json exists) is skipped; a killed one resumes from its last epoch checkpoint. Frozen
 # sentence vectors are cached in outputs/sentence_cache, shared by every run. One torch thread, nice 10. RUN replaces
@@ -16,8 +18,12 @@ for seed in $seeds; do
     out=outputs/sentence_classification/$dataset/$head-$mode-seed$seed
     [ -f "$out/all_results_summary.json" ] && { echo "skip $out (done)"; continue; }
     resume=(); ls -d "$out"/checkpoint-* >/dev/null 2>&1 && resume=(--resume_from_checkpoint last)
+    start=()
+    if [ "$mode" = frozen-then-finetuned ]; then
+      start=(--no_freeze_encoder --model_name_or_path "outputs/sentence_classification/$dataset/$head-frozen-seed$seed")
+    fi
     echo "$(date -u +%FT%TZ) start $out ${resume[*]}"
-    nice -n 10 ${RUN:-python run_scripts/run_sentence_classification.py} --head "$head" "${freeze[@]}" \
+    nice -n 10 ${RUN:-python run_scripts/run_sentence_classification.py} --head "$head" "${freeze[@]}" "${start[@]}" \
       --train_file "$splits/train.jsonl" --validation_file "$splits/dev.jsonl" --test_file "$splits/test.jsonl" \
       --seed "$seed" --output_dir "$out" --embedding_cache_dir outputs/sentence_cache "${resume[@]}" "$@" \
       > "$out.log" 2>&1 || echo "$(date -u +%FT%TZ) FAILED $out (see $out.log)"
