@@ -176,10 +176,12 @@ class RANSentenceForSequenceClassification(RANSentencePreTrainedModel):
         # longest first, `encoder_batch_size` at a time, each call cut at its own longest sentence: a batch's
         # sentences then cost about their real tokens instead of all of them padded to the longest one
         order = lengths.argsort(descending=True)
+        longest = lengths[order].tolist()  # one host sync for all chunks
+        step = self.config.encoder_batch_size
         vectors = []
         with torch.set_grad_enabled(torch.is_grad_enabled() and not self.config.freeze_encoder):
-            for chunk in order.split(self.config.encoder_batch_size):
-                length = max(int(lengths[chunk[0]]), 1)
+            for start in range(0, len(longest), step):
+                chunk, length = order[start:start + step], max(longest[start], 1)
                 vectors.append(self.encoder(ids[chunk, :length], token_mask[chunk, :length]))
         vectors = torch.cat(vectors)[order.argsort()]
         sentences = vectors.new_zeros(*real.shape, vectors.shape[-1])

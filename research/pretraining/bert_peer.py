@@ -116,10 +116,5 @@ class BertChunkPoolForSequenceClassification(BertPreTrainedModel):
         summed = cls.new_zeros(input_ids.shape[0], cls.shape[-1]).index_add_(0, documents, cls)
         counts = torch.bincount(documents, minlength=input_ids.shape[0]).unsqueeze(-1).to(cls.dtype)
         logits = self.classifier(self.dropout(summed / counts))
-        loss = None
-        if labels is not None:
-            if self.config.problem_type == "multi_label_classification":
-                loss = nn.functional.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
-            else:
-                loss = nn.functional.cross_entropy(logits, labels)
+        loss = None if labels is None else self.loss_function(labels=labels, pooled_logits=logits, config=self.config)
         return SequenceClassifierOutput(loss=loss, logits=logits)

@@ -18,27 +18,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from transformers import AutoConfig
-
 from research.pretraining.bert_peer import BERT_CONTEXT, BertChunkPoolForSequenceClassification
 from run_scripts import run_classification
+from run_scripts.helpers.model_args import build_model
 from run_scripts.helpers.recipes import PRETRAINED_FLAGS
 
 
-def chunk_pool_builder(checkpoint: str):
-    """A stand-in for `run_classification.build_model` that builds the chunk-and-pool classifier from `checkpoint`
-    with the script's label settings."""
-
-    def build(auto_class, model_args, tokenizer, config_overrides=None, **kwargs):
-        config = AutoConfig.from_pretrained(checkpoint)
-        for key, value in {**model_args.parsed_config_overrides(), **(config_overrides or {})}.items():
-            setattr(config, key, value)
-        if config.pad_token_id != tokenizer.pad_token_id:
-            raise ValueError(f"--checkpoint {checkpoint}: its pad id {config.pad_token_id} is not the tokenizer's "
-                             f"({tokenizer.pad_token_id}).")
-        return BertChunkPoolForSequenceClassification.from_pretrained(checkpoint, config=config)
-
-    return build
+def build_chunk_pool(auto_class, *args, **kwargs):
+    """`run_classification`'s `build_model` (config overrides, vocabulary and pad checks) with the chunk-and-pool
+    classifier in place of `auto_class`."""
+    return build_model(BertChunkPoolForSequenceClassification, *args, **kwargs)
 
 
 def peer_arguments(checkpoint: str, mode: str, script_argv: list[str]) -> list[str]:
@@ -57,9 +46,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--checkpoint", required=True, help="the peer's BertForMaskedLM folder, with its tokenizer")
     parser.add_argument("--mode", required=True, choices=["first512", "chunks"])
     args, script_argv = parser.parse_known_args(argv)
-    build_model = run_classification.build_model
     if args.mode == "chunks":
-        run_classification.build_model = chunk_pool_builder(args.checkpoint)
+        run_classification.build_model = build_chunk_pool
     try:
         return run_classification.main(peer_arguments(args.checkpoint, args.mode, script_argv))
     finally:

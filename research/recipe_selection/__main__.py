@@ -157,9 +157,12 @@ class Adopted:
 
 
 def starts_from_checkpoint(candidate: str) -> bool:
-    """Whether the candidate fine-tunes a pretrained checkpoint, which brings its own tokenizer."""
-    flags = CANDIDATES[candidate]
-    return "--recipe" in flags and flags[flags.index("--recipe") + 1] == "pretrained"
+    """Whether the candidate's recipe fine-tunes a pretrained checkpoint, which brings its own tokenizer."""
+    from run_scripts.helpers.recipes import get_recipe
+    from run_scripts.helpers.trainer_setup import flag_value
+
+    recipe = flag_value(CANDIDATES[candidate], "--recipe")
+    return recipe is not None and get_recipe(recipe).checkpoint is not None
 
 
 def candidate_data_flags(candidate: str, data_flags: list[str]) -> list[str]:
