@@ -25,6 +25,8 @@ from transformers import AutoConfig, AutoModel
 from transformers import initialization as init
 from transformers.modeling_outputs import SequenceClassifierOutput
 from transformers.modeling_utils import PreTrainedModel
+from transformers.processing_utils import Unpack
+from transformers.utils import TransformersKwargs, can_return_tuple
 
 from .configuration_sentence import RANSentenceConfig
 from .input_checks import check_forward_kwargs, check_sequence_labels
@@ -188,6 +190,7 @@ class RANSentenceForSequenceClassification(RANSentencePreTrainedModel):
         sentences[real] = vectors
         return sentences
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -195,8 +198,7 @@ class RANSentenceForSequenceClassification(RANSentencePreTrainedModel):
         sentence_embeddings: torch.FloatTensor | None = None,
         sentence_mask: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
-        return_dict: bool | None = None,
-        **kwargs,
+        **kwargs: Unpack[TransformersKwargs],
     ) -> SequenceClassifierOutput | tuple:
         r"""
         Args:
@@ -220,9 +222,7 @@ class RANSentenceForSequenceClassification(RANSentencePreTrainedModel):
         if labels is not None:
             check_sequence_labels(type(self).__name__, labels, self.config, logits.shape[0])
             loss = self.loss_function(labels, logits, self.config, **kwargs)
-        output = SequenceClassifierOutput(loss=loss, logits=logits)
-        return_dict = return_dict if return_dict is not None else self.config.return_dict
-        return output if return_dict else output.to_tuple()
+        return SequenceClassifierOutput(loss=loss, logits=logits)
 
     def _sentence_inputs(self, input_ids, attention_mask, sentence_embeddings, sentence_mask):
         """The sentence vectors `(batch, S, E)` and the sentence mask `(batch, S)` of either kind of input."""

@@ -191,6 +191,22 @@ def test_clear_errors(encoder_dir, tmp_path):
         RANSentenceConfig(head="lstm")
 
 
+def test_tuple_output_and_unknown_keywords(encoder_dir):
+    """`return_dict=False` (or `config.return_dict=False`) gives `(loss, logits)`; a keyword the model does not
+    take raises a TypeError instead of being swallowed."""
+    model = build(encoder_dir, "ran")
+    batch = DocumentSentenceProcessor.for_model(model, _tokenizer(encoder_dir))(DOCUMENTS)
+    labels = torch.tensor([0, 2, 1])
+    expected = model(**batch, labels=labels)
+    loss, logits = model(**batch, labels=labels, return_dict=False)
+    torch.testing.assert_close(logits, expected.logits)
+    torch.testing.assert_close(loss, expected.loss)
+    model.config.return_dict = False
+    assert isinstance(model(**batch), tuple)
+    with pytest.raises(TypeError, match="token_typ_ids"):
+        model(**batch, token_typ_ids=None)
+
+
 def test_vectors_only_model_trains_with_the_trainer(tmp_path):
     """Without an encoder the model reads sentence vectors; one Trainer step moves its weights and it reloads."""
     from transformers import Trainer, TrainingArguments
