@@ -25,7 +25,7 @@ from .modeling_ran import (
 )
 from .configuration_sentence import RANSentenceConfig
 from .modeling_sentence import RANSentenceForSequenceClassification, RANSentencePreTrainedModel
-from .processing_sentences import DocumentSentenceProcessor
+from .processing_sentences import DocumentClassificationPipeline, DocumentSentenceProcessor
 
 
 AUTO_CLASSES = {
@@ -64,4 +64,5 @@ __all__ = [
     "RANSentencePreTrainedModel",
     "RANSentenceForSequenceClassification",
     "DocumentSentenceProcessor",
+    "DocumentClassificationPipeline",
 ]

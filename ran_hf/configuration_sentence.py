@@ -81,6 +81,13 @@ class RANSentenceConfig(PreTrainedConfig):
         if not 0.0 <= self.classifier_dropout < 1.0:
             raise ValueError(f"RANSentenceConfig: `classifier_dropout` must be in [0, 1), got {self.classifier_dropout}.")
 
+        if self.encoder_config is not None and not getattr(self, "custom_pipelines", None):
+            # `pipeline("text-classification", model=folder, trust_remote_code=True)` splits raw documents into
+            # sentences (the class is saved with the model's code)
+            self.custom_pipelines = {"text-classification": {
+                "impl": "processing_sentences.DocumentClassificationPipeline",
+                "pt": ["AutoModelForSequenceClassification"], "tf": [], "type": "text"}}
+
     def sentence_ran_config(self):
         """The [`RANConfig`] of the `"ran"` head: `DEFAULT_SENTENCE_RAN` updated with `ran_config`."""
         from .configuration_ran import RANConfig

@@ -215,6 +215,10 @@ class RANSentenceForSequenceClassification(RANSentencePreTrainedModel):
             labels (`torch.Tensor` of shape `(batch_size,)`, or `(batch_size, num_labels)` for multi-label):
                 Class indices, or 0/1 floats per label.
         """
+        if "token_type_ids" in kwargs:  # a plain tokenizer's output, e.g. from the generic text-classification pipeline
+            raise TypeError(f"{type(self).__name__}: got `token_type_ids`; this model reads a document as sentences: "
+                            "make its inputs with `DocumentSentenceProcessor`, or use `pipeline('text-classification', "
+                            "model=..., trust_remote_code=True)` (or `pipeline_class=DocumentClassificationPipeline`).")
         check_forward_kwargs(self, kwargs)
         sentences, sentence_mask = self._sentence_inputs(input_ids, attention_mask, sentence_embeddings, sentence_mask)
         logits = self.classifier(self.dropout(self.pooling(sentences, sentence_mask)))
@@ -233,7 +237,8 @@ class RANSentenceForSequenceClassification(RANSentencePreTrainedModel):
         if input_ids is not None:
             if input_ids.dim() != 3:
                 raise ValueError(f"{name}: `input_ids` must be (batch, sentences, tokens), got shape "
-                                 f"{tuple(input_ids.shape)}; `DocumentSentenceProcessor` makes them from raw text.")
+                                 f"{tuple(input_ids.shape)}; `DocumentSentenceProcessor` makes them from raw text (and "
+                                 "`DocumentClassificationPipeline` runs it inside `pipeline`).")
             if attention_mask is None:
                 attention_mask = (input_ids != self.encoder.transformer.config.pad_token_id).long()
             if sentence_mask is None:

@@ -5,6 +5,8 @@ A document is cut into paragraphs at blank lines (the lines of a paragraph are j
 each paragraph into sentences by pysbd (rule-based sentence boundary detection); a sentence of fewer than
 `min_sentence_tokens` encoder tokens is merged with the next one (the last one with the one before it), and the
 document keeps its first `max_sentences` sentences. Each sentence is cut at `max_sentence_length` encoder tokens.
+
+[`DocumentClassificationPipeline`] runs the same steps inside `pipeline("text-classification")`.
 """
 
 import json
@@ -12,7 +14,8 @@ import re
 from pathlib import Path
 
 import torch
-from transformers import AutoTokenizer
+import torch.nn.functional as F
+from transformers import AutoTokenizer, TextClassificationPipeline
 
 from .configuration_sentence import RANSentenceConfig
 
@@ -179,4 +182,37 @@ class DocumentSentenceProcessor:
         return self.pad([self.tokenize_sentences(self.split(text)) for text in documents])
 
 
-__all__ = ["DocumentSentenceProcessor", "read_sentence_encoder_settings"]
+class DocumentClassificationPipeline(TextClassificationPipeline):
+    """`pipeline("text-classification")` for [`RANSentenceForSequenceClassification`]: each input is one raw
+    document, split and tokenized by the model's [`DocumentSentenceProcessor`] (`for_model`: the splitting settings
+    of its config, the tokenizer saved beside it); scores, `top_k` and `function_to_apply` as for any classifier.
+
+    A saved sentence classifier names this class in `config.custom_pipelines`, so
+    `pipeline("text-classification", model=folder, trust_remote_code=True)` builds it from the code saved beside the
+    weights; with ran_hf imported, `pipeline("text-classification", model=folder,
+    pipeline_class=DocumentClassificationPipeline)` needs no remote code.
+    """
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.processor = DocumentSentenceProcessor.for_model(self.model, self.tokenizer)
+
+    def preprocess(self, inputs, **tokenizer_kwargs) -> dict[str, torch.Tensor]:
+        """One document -> `input_ids`, `attention_mask` `(1, S, max_sentence_length)` and `sentence_mask`
+        `(1, S)`. Every sentence is padded to `max_sentence_length` tokens so that the pipeline's `batch_size`
+        can stack documents; the encoder cuts each of its calls at the longest real sentence, so the padding costs
+        memory only."""
+        if tokenizer_kwargs:
+            raise TypeError(f"DocumentClassificationPipeline: unexpected argument(s) {sorted(tokenizer_kwargs)}; the "
+                            "model's config sets the sentence splitting and lengths.")
+        if not isinstance(inputs, str):
+            raise ValueError("DocumentClassificationPipeline: each input must be one document as a str (text pairs "
+                             f"are not supported), got {type(inputs).__name__}.")
+        batch = self.processor(inputs)
+        pad = self.processor.max_sentence_length - batch["input_ids"].shape[-1]
+        batch["input_ids"] = F.pad(batch["input_ids"], (0, pad), value=self.tokenizer.pad_token_id or 0)
+        batch["attention_mask"] = F.pad(batch["attention_mask"], (0, pad), value=0)
+        return batch
+
+
+__all__ = ["DocumentClassificationPipeline", "DocumentSentenceProcessor", "read_sentence_encoder_settings"]

@@ -36,6 +36,9 @@ The output folder holds a model that classifies raw documents:
     batch = DocumentSentenceProcessor.from_pretrained("outputs/hyperpartisan_sentences")(["A long article ..."])
     print([model.config.id2label[i] for i in model(**batch).logits.argmax(-1).tolist()])
 
+or, with the label names and scores, `pipeline("text-classification", model="outputs/hyperpartisan_sentences",
+trust_remote_code=True)(["A long article ..."])`.
+
 Any `TrainingArguments` flag works; the script's own defaults (later flags win) are in `SCRIPT_DEFAULTS`.
 """
 
@@ -377,7 +380,11 @@ def write_card(output_dir: str, model, results: dict, table: dict, argv: list[st
              "from ran_hf import DocumentSentenceProcessor, RANSentenceForSequenceClassification",
              f"model = RANSentenceForSequenceClassification.from_pretrained(\"{output_dir}\").eval()",
              f"batch = DocumentSentenceProcessor.from_pretrained(\"{output_dir}\")([\"A long document ...\"])",
-             "print([model.config.id2label[i] for i in model(**batch).logits.argmax(-1).tolist()])", "```", ""]
+             "print([model.config.id2label[i] for i in model(**batch).logits.argmax(-1).tolist()])", "```", "",
+             "With a `pipeline`, which names the labels (the pipeline class, which splits each document into "
+             "sentences, is saved with the model's code):", "", "```python", "from transformers import pipeline",
+             f"classifier = pipeline(\"text-classification\", model=\"{output_dir}\", trust_remote_code=True)",
+             "classifier([\"A long document ...\"])", "```", ""]
     if table:
         lines += ["## Test results", "", format_metrics_table(table), ""]
     if "train" in results:

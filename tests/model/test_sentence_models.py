@@ -9,7 +9,8 @@ import pytest
 import torch
 from transformers import AutoModelForSequenceClassification, BertConfig, BertModel, BertTokenizer
 
-from ran_hf import DocumentSentenceProcessor, RANSentenceConfig, RANSentenceForSequenceClassification
+from ran_hf import (DocumentClassificationPipeline, DocumentSentenceProcessor, RANSentenceConfig,
+                    RANSentenceForSequenceClassification)
 from ran_hf.processing_sentences import read_sentence_encoder_settings
 
 
@@ -205,6 +206,33 @@ def test_tuple_output_and_unknown_keywords(encoder_dir):
     assert isinstance(model(**batch), tuple)
     with pytest.raises(TypeError, match="token_typ_ids"):
         model(**batch, token_typ_ids=None)
+
+
+def test_text_classification_pipeline_reads_raw_documents(encoder_dir, tmp_path):
+    """`pipeline("text-classification")` on a saved sentence classifier, through the remote-code class its config
+    names and through `pipeline_class=`: the model's own probabilities, one document at a time and batched. Without
+    trust_remote_code Transformers refuses; a plain tokenizer's output gets a TypeError naming the processor."""
+    from transformers import pipeline
+
+    model = build(encoder_dir, "ran")
+    with torch.no_grad():
+        model.classifier.bias.copy_(torch.tensor([0.0, 1.0, -1.0]))
+    processor = DocumentSentenceProcessor.for_model(model, _tokenizer(encoder_dir))
+    model.save_pretrained(tmp_path)
+    processor.save_pretrained(tmp_path)
+    expected = model(**processor(DOCUMENTS)).logits.softmax(-1)
+    labels = [model.config.id2label[i] for i in range(3)]
+    for kwargs in ({"trust_remote_code": True}, {"pipeline_class": DocumentClassificationPipeline}):
+        classify = pipeline("text-classification", model=str(tmp_path), **kwargs)
+        for batch_size in (1, 2):
+            results = classify(DOCUMENTS, top_k=None, batch_size=batch_size)
+            scores = torch.tensor([[{r["label"]: r["score"] for r in result}[label] for label in labels]
+                                   for result in results])
+            torch.testing.assert_close(scores, expected, atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="trust_remote_code"):
+        pipeline("text-classification", model=str(tmp_path))
+    with pytest.raises(TypeError, match="DocumentSentenceProcessor"):
+        model(**_tokenizer(encoder_dir)(DOCUMENTS[:1], return_tensors="pt"))
 
 
 def test_vectors_only_model_trains_with_the_trainer(tmp_path):

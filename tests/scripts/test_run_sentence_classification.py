@@ -67,6 +67,12 @@ def test_frozen_run_reports_caches_and_saves_a_raw_text_classifier(data, tmp_pat
     namespace = {"torch": torch, "long_text": "The goal of the team. A match and a score."}
     exec(compile(readme_block("sentence-example"), "README.md:sentence-example", "exec"), namespace)
     assert namespace["labels"][0] in ("sports", "politics")
+    # ... and so does the model card's pipeline, with the same label
+    from transformers import pipeline
+
+    classify = pipeline("text-classification", model="outputs/sentences", trust_remote_code=True)
+    assert classify(namespace["long_text"])[0]["label"] == namespace["labels"][0]
+    assert 'pipeline("text-classification"' in (output_dir / "README.md").read_text()
 
     # a second run reads the cached sentence vectors: no encoder is loaded
     import sentence_transformers
