@@ -181,7 +181,9 @@ class RANSentenceForSequenceClassification(RANSentencePreTrainedModel):
         longest = lengths[order].tolist()  # one host sync for all chunks
         step = self.config.encoder_batch_size
         vectors = []
-        with torch.set_grad_enabled(torch.is_grad_enabled() and not self.config.freeze_encoder):
+        # a frozen encoder runs without autograd, unless adapters (e.g. PEFT's LoRA) added trainable parameters
+        trainable = any(p.requires_grad for p in self.encoder.parameters())
+        with torch.set_grad_enabled(torch.is_grad_enabled() and trainable):
             for start in range(0, len(longest), step):
                 chunk, length = order[start:start + step], max(longest[start], 1)
                 vectors.append(self.encoder(ids[chunk, :length], token_mask[chunk, :length]))
@@ -198,6 +200,7 @@ class RANSentenceForSequenceClassification(RANSentencePreTrainedModel):
         sentence_embeddings: torch.FloatTensor | None = None,
         sentence_mask: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
+        inputs_embeds: None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> SequenceClassifierOutput | tuple:
         r"""
@@ -214,7 +217,13 @@ class RANSentenceForSequenceClassification(RANSentencePreTrainedModel):
                 `sentence_embeddings`).
             labels (`torch.Tensor` of shape `(batch_size,)`, or `(batch_size, num_labels)` for multi-label):
                 Class indices, or 0/1 floats per label.
+            inputs_embeds (`None`):
+                Not read (wrappers such as PEFT's pass `inputs_embeds=None`); sentence vectors go in
+                `sentence_embeddings`.
         """
+        if inputs_embeds is not None:
+            raise ValueError(f"{type(self).__name__}: pass sentence vectors as `sentence_embeddings` (batch x "
+                             "sentences x E); `inputs_embeds` is not read.")
         if "token_type_ids" in kwargs:  # a plain tokenizer's output, e.g. from the generic text-classification pipeline
             raise TypeError(f"{type(self).__name__}: got `token_type_ids`; this model reads a document as sentences: "
                             "make its inputs with `DocumentSentenceProcessor`, or use `pipeline('text-classification', "

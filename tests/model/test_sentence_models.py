@@ -188,6 +188,8 @@ def test_clear_errors(encoder_dir, tmp_path):
         model()
     with pytest.raises(ValueError, match="sentence_embeddings` must be"):
         model(sentence_embeddings=torch.zeros(1, 2, 7))
+    with pytest.raises(ValueError, match="inputs_embeds` is not read"):
+        model(inputs_embeds=torch.zeros(1, 2, 16))
     with pytest.raises(ValueError, match="head"):
         RANSentenceConfig(head="lstm")
 
@@ -233,6 +235,27 @@ def test_text_classification_pipeline_reads_raw_documents(encoder_dir, tmp_path)
         pipeline("text-classification", model=str(tmp_path))
     with pytest.raises(TypeError, match="DocumentSentenceProcessor"):
         model(**_tokenizer(encoder_dir)(DOCUMENTS[:1], return_tensors="pt"))
+
+
+@pytest.mark.parametrize("freeze", [True, False])
+def test_lora_on_the_encoder_trains_and_reloads(encoder_dir, tmp_path, freeze):
+    """PEFT LoRA on the sentence encoder's attention (frozen or not in the config): the adapters and the saved head
+    modules get gradients, nothing else does, and the saved adapters reload to the same logits."""
+    peft = pytest.importorskip("peft")
+
+    model = build(encoder_dir, "ran", freeze=freeze).train()
+    batch = DocumentSentenceProcessor.for_model(model, _tokenizer(encoder_dir))(DOCUMENTS)
+    lora = peft.LoraConfig(task_type="SEQ_CLS", r=2, target_modules=["query", "value"],
+                           modules_to_save=["classifier", "pooling"])
+    adapted = peft.get_peft_model(model, lora)
+    adapted(**batch, labels=torch.tensor([0, 1, 2])).loss.backward()
+    with_grad = {name for name, p in adapted.named_parameters() if p.grad is not None and p.grad.abs().sum() > 0}
+    assert any("encoder" in name and "lora_" in name for name in with_grad)
+    assert all("lora_" in name or "modules_to_save" in name for name in with_grad)
+    adapted.eval().save_pretrained(tmp_path)
+    expected = adapted(**batch).logits
+    reloaded = peft.PeftModel.from_pretrained(build(encoder_dir, "ran", freeze=freeze), tmp_path).eval()
+    torch.testing.assert_close(reloaded(**batch).logits, expected)
 
 
 def test_vectors_only_model_trains_with_the_trainer(tmp_path):
