@@ -94,6 +94,7 @@ class RANSentencePreTrainedModel(PreTrainedModel):
     config: RANSentenceConfig
     base_model_prefix = "sentence_model"
     _no_split_modules = ["RANLayer", "RANEmbeddings"]
+    supports_gradient_checkpointing = True  # the encoder's layers and the RAN head's layers
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module):

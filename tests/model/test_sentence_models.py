@@ -59,7 +59,7 @@ def encoder_dir(tmp_path_factory):
 def build(encoder_dir, head="aose", freeze=True, **kwargs):
     torch.manual_seed(0)
     return RANSentenceForSequenceClassification.from_sentence_encoder(
-        encoder_dir, head=head, num_labels=3, freeze_encoder=freeze, ran_config=TINY_RAN, **kwargs).eval()
+        encoder_dir, head=head, num_labels=3, freeze_encoder=freeze, **{"ran_config": TINY_RAN, **kwargs}).eval()
 
 
 @pytest.mark.parametrize("head", ["aose", "ran"])
@@ -256,6 +256,36 @@ def test_lora_on_the_encoder_trains_and_reloads(encoder_dir, tmp_path, freeze):
     expected = adapted(**batch).logits
     reloaded = peft.PeftModel.from_pretrained(build(encoder_dir, "ran", freeze=freeze), tmp_path).eval()
     torch.testing.assert_close(reloaded(**batch).logits, expected)
+
+
+@pytest.mark.parametrize("head", ["aose", "ran"])
+def test_activation_checkpointing_recomputes_layers_with_the_same_gradients(encoder_dir, head, monkeypatch):
+    """`activation_checkpointing_enable()` (Trainer's `--gradient_checkpointing`) checkpoints the encoder's layers
+    (and the RAN head's) when fine-tuning, with the same loss and gradients."""
+    import transformers.modeling_utils as modeling_utils
+
+    model = build(encoder_dir, head, freeze=False).train()  # dropout on: the recompute replays its random draws
+    batch = DocumentSentenceProcessor.for_model(model, _tokenizer(encoder_dir))(DOCUMENTS)
+    labels = torch.tensor([0, 1, 2])
+
+    def loss_and_gradients():
+        torch.manual_seed(1)
+        model.zero_grad(set_to_none=True)
+        loss = model(**batch, labels=labels).loss
+        loss.backward()
+        return loss.detach(), {name: p.grad for name, p in model.named_parameters() if p.grad is not None}
+
+    expected_loss, expected = loss_and_gradients()
+    calls = []
+    checkpoint = modeling_utils.checkpoint
+    monkeypatch.setattr(modeling_utils, "checkpoint", lambda *a, **k: calls.append(1) or checkpoint(*a, **k))
+    model.activation_checkpointing_enable()
+    loss, gradients = loss_and_gradients()
+    assert len(calls) >= model.config.encoder_config["num_hidden_layers"]
+    torch.testing.assert_close(loss, expected_loss)
+    assert gradients.keys() == expected.keys()
+    for name, gradient in gradients.items():
+        torch.testing.assert_close(gradient, expected[name], atol=1e-6, rtol=1e-5, msg=name)
 
 
 def test_vectors_only_model_trains_with_the_trainer(tmp_path):
