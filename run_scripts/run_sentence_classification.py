@@ -13,8 +13,10 @@ head turns the sentence vectors into a document vector that a linear layer class
                sentences (--ran_layers layers, --ran_heads heads)
 
 `--freeze_encoder` (the default; `--no_freeze_encoder` fine-tunes the encoder end to end, the AoSE paper's main
-setting, at `--encoder_learning_rate`, 2e-5 by default): the sentence vectors are computed once, with a progress bar, and cached in `--embedding_cache_dir` (one
-file per 2,000 documents, so a killed run resumes the encoding), and only the head trains.
+setting, at `--encoder_learning_rate`, 2e-5 by default): the sentence vectors are computed once, with a progress
+bar, and cached in `--embedding_cache_dir` (one file per 2,000 documents, so a killed run resumes the encoding, and
+runs started together on the same data, e.g. several seeds, encode each file once between them), and only the head
+trains.
 
 Data flags and formats are those of `run_classification.py` (`--train_file --validation_file --test_file`,
 `.jsonl/.json/.csv/.tsv[.gz]`, `--text_column_name --label_column_name`, multi-label lists). The report is too: test

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from filelock import FileLock, Timeout
 from tqdm.auto import tqdm
 
 from ran_hf.processing_sentences import DocumentSentenceProcessor
@@ -83,31 +84,53 @@ def cached_sentence_embeddings(texts: list[str], lines: list[int], source: str, 
 
     Documents are split and embedded `chunk_size` at a time; each chunk is saved to `cache_dir` as soon as it is
     done (written to a temporary name, then renamed), so a second run reads the cache and a killed run resumes at
-    the first missing chunk."""
-    from sentence_transformers import SentenceTransformer
-
+    the first missing chunk. Runs started together on the same data share the work: a chunk is encoded under a file
+    lock, a run skips the chunks another run holds and comes back for them at the end (the lock of a run that died
+    is free again, and the chunk is then encoded here)."""
     folder = cache_folder(cache_dir, encoder_path, processor, texts)
     folder.mkdir(parents=True, exist_ok=True)
-    encoder = None
+    encoder = []  # loaded on the first chunk that needs it
+    starts = list(range(0, len(texts), chunk_size))
+    parts = [folder / f"part-{number:05d}.npz" for number in range(len(starts))]
+
+    def encode(number: int) -> None:
+        if not encoder:
+            from sentence_transformers import SentenceTransformer
+
+            encoder.append(SentenceTransformer(encoder_path, device="cpu" if not torch.cuda.is_available() else None))
+            encoder[0].max_seq_length = processor.max_sentence_length
+            logger.info(f"Embedding the sentences of {len(texts)} documents into {folder}")
+        start, stop = starts[number], starts[number] + chunk_size
+        documents = split_documents(processor, texts[start:stop], lines[start:stop], source,
+                                    desc=f"splitting {source} [{number + 1}/{len(starts)}]")
+        flat = [sentence for document in documents for sentence in document]
+        vectors = encoder[0].encode(flat, batch_size=batch_size, show_progress_bar=True, convert_to_numpy=True)
+        _save_npz_atomic(parts[number], embeddings=vectors.astype(np.float32),
+                         counts=np.array([len(d) for d in documents]))
+
+    held_elsewhere = []
+    for number, part in enumerate(parts):
+        if part.is_file():
+            continue
+        lock = FileLock(f"{part}.lock")
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            held_elsewhere.append(number)
+            continue
+        try:
+            if not part.is_file():
+                encode(number)
+        finally:
+            lock.release()
+    for number in held_elsewhere:
+        with FileLock(f"{parts[number]}.lock"):  # waits for the other run
+            if not parts[number].is_file():
+                encode(number)
     embeddings = []
-    starts = range(0, len(texts), chunk_size)
-    for number, start in enumerate(starts):
-        part = folder / f"part-{number:05d}.npz"
-        if not part.is_file():
-            if encoder is None:
-                encoder = SentenceTransformer(encoder_path, device="cpu" if not torch.cuda.is_available() else None)
-                encoder.max_seq_length = processor.max_sentence_length
-                logger.info(f"Embedding the sentences of {len(texts)} documents into {folder}")
-            stop = start + chunk_size
-            documents = split_documents(processor, texts[start:stop], lines[start:stop], source,
-                                        desc=f"splitting {source} [{number + 1}/{len(starts)}]")
-            flat = [sentence for document in documents for sentence in document]
-            vectors = encoder.encode(flat, batch_size=batch_size, show_progress_bar=True, convert_to_numpy=True)
-            _save_npz_atomic(part, embeddings=vectors.astype(np.float32),
-                             counts=np.array([len(d) for d in documents]))
+    for part in parts:
         stored = np.load(part)
-        ends = np.cumsum(stored["counts"])
-        embeddings += np.split(stored["embeddings"], ends[:-1])
+        embeddings += np.split(stored["embeddings"], np.cumsum(stored["counts"])[:-1])
     return embeddings
 
 

@@ -122,3 +122,63 @@ def test_fine_tuned_encoder_has_its_own_learning_rate(data, tmp_path):
         on_encoder = {id(p) in encoder for p in group["params"]}
         assert len(on_encoder) == 1 and group["lr"] == (2e-5 if on_encoder.pop() else 1e-3)
     assert sum(len(g["params"]) for g in optimizer.param_groups) == sum(1 for _ in model.parameters())
+
+
+@pytest.mark.parametrize("other_run", ["finishes its chunk", "dies"])
+def test_concurrent_runs_share_the_encoding(data, tmp_path, monkeypatch, other_run):
+    """A chunk locked by another run is skipped and come back to at the end: read from the other run's file when it
+    wrote one, encoded here when the other run died (its lock is free again). Either way the vectors equal an
+    uncontended run's."""
+    import threading
+
+    import numpy as np
+    from filelock import FileLock
+    from transformers import AutoTokenizer
+
+    from ran_hf import DocumentSentenceProcessor
+    from ran_hf.processing_sentences import read_sentence_encoder_settings
+    from run_scripts.helpers import sentences
+
+    rng = random.Random(1)
+    texts = [document(rng, "sports", 3) for _ in range(5)]
+    lines = list(range(1, 6))
+    tokenizer = AutoTokenizer.from_pretrained(read_sentence_encoder_settings(data["encoder"])["transformer_path"])
+    processor = DocumentSentenceProcessor(tokenizer)
+    alone = sentences.cached_sentence_embeddings(texts, lines, "docs", processor, data["encoder"],
+                                                 str(tmp_path / "alone"), chunk_size=2)
+
+    cache_dir = str(tmp_path / "shared")
+    folder = sentences.cache_folder(cache_dir, data["encoder"], processor, texts)
+    folder.mkdir(parents=True)
+    first, last = folder / "part-00000.npz", folder / "part-00002.npz"
+    encoded = []
+    split_documents = sentences.split_documents
+    monkeypatch.setattr(sentences, "split_documents", lambda *a, desc, **k: encoded.append(desc) or
+                        split_documents(*a, desc=desc, **k))
+
+    holding = threading.Event()
+
+    def other():  # the other run: holds chunk 0 until this run has done the chunks after it
+        held = FileLock(f"{first}.lock")
+        held.acquire()
+        holding.set()
+        for _ in range(1200):  # at most a minute
+            if last.is_file():
+                break
+            threading.Event().wait(0.05)
+        if other_run == "finishes its chunk":
+            first_two = np.concatenate(alone[:2])
+            sentences._save_npz_atomic(first, embeddings=first_two, counts=np.array([len(a) for a in alone[:2]]))
+        held.release()
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    holding.wait()
+    shared = sentences.cached_sentence_embeddings(texts, lines, "docs", processor, data["encoder"], cache_dir,
+                                                  chunk_size=2)
+    thread.join()
+    expected_order = ["docs [2/3]", "docs [3/3]"] + (["docs [1/3]"] if other_run == "dies" else [])
+    assert [desc.removeprefix("splitting ") for desc in encoded] == expected_order
+    assert len(shared) == len(alone) == 5
+    for a, b in zip(shared, alone):
+        np.testing.assert_allclose(a, b, atol=1e-6)
