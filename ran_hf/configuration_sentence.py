@@ -86,7 +86,7 @@ class RANSentenceConfig(PreTrainedConfig):
             # sentences (the class is saved with the model's code)
             self.custom_pipelines = {"text-classification": {
                 "impl": "processing_sentences.DocumentClassificationPipeline",
-                "pt": ["AutoModelForSequenceClassification"], "tf": [], "type": "text"}}
+                "pt": ["AutoModelForSequenceClassification"], "type": "text"}}
 
     def sentence_ran_config(self):
         """The [`RANConfig`] of the `"ran"` head: `DEFAULT_SENTENCE_RAN` updated with `ran_config`."""
