@@ -14,7 +14,6 @@ import re
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from transformers import AutoTokenizer, TextClassificationPipeline
 
 from .configuration_sentence import RANSentenceConfig
@@ -157,11 +156,16 @@ class DocumentSentenceProcessor:
         """Encoder token ids of each sentence ([CLS] ... [SEP]), cut at `max_sentence_length`."""
         return self.tokenizer(sentences, truncation=True, max_length=self.max_sentence_length)["input_ids"]
 
-    def pad(self, documents: list[list[list[int]]]) -> dict:
+    def pad(self, documents: list[list[list[int]]], sentence_length: int | None = None) -> dict:
         """Token ids of each sentence of each document -> `input_ids`, `attention_mask` `(batch, S, T)` and
-        `sentence_mask` `(batch, S)`, right-padded."""
+        `sentence_mask` `(batch, S)`, right-padded. `T` is the longest sentence, or `sentence_length` when given
+        (a fixed `T` lets separately padded batches stack)."""
         num_sentences = max(len(doc) for doc in documents)
-        length = max(len(ids) for doc in documents for ids in doc)
+        longest = max(len(ids) for doc in documents for ids in doc)
+        if sentence_length is not None and sentence_length < longest:
+            raise ValueError(f"DocumentSentenceProcessor.pad: sentence_length={sentence_length} is shorter than the "
+                             f"longest sentence ({longest} tokens); pass at least max_sentence_length.")
+        length = longest if sentence_length is None else sentence_length
         pad_id = self.tokenizer.pad_token_id or 0
         input_ids = torch.full((len(documents), num_sentences, length), pad_id, dtype=torch.long)
         attention_mask = torch.zeros_like(input_ids)
@@ -172,14 +176,14 @@ class DocumentSentenceProcessor:
         return {"input_ids": input_ids, "attention_mask": attention_mask,
                 "sentence_mask": attention_mask.any(-1).long()}
 
-    def __call__(self, documents: str | list[str]) -> dict:
+    def __call__(self, documents: str | list[str], sentence_length: int | None = None) -> dict:
         """Tensors for `model(**processor(documents))`: `input_ids`, `attention_mask` `(batch, S, T)` and
-        `sentence_mask` `(batch, S)`."""
+        `sentence_mask` `(batch, S)`; `sentence_length` as in `pad`."""
         if isinstance(documents, str):
             documents = [documents]
         if not documents:
             raise ValueError("DocumentSentenceProcessor: no documents given.")
-        return self.pad([self.tokenize_sentences(self.split(text)) for text in documents])
+        return self.pad([self.tokenize_sentences(self.split(text)) for text in documents], sentence_length)
 
 
 class DocumentClassificationPipeline(TextClassificationPipeline):
@@ -208,11 +212,7 @@ class DocumentClassificationPipeline(TextClassificationPipeline):
         if not isinstance(inputs, str):
             raise ValueError("DocumentClassificationPipeline: each input must be one document as a str (text pairs "
                              f"are not supported), got {type(inputs).__name__}.")
-        batch = self.processor(inputs)
-        pad = self.processor.max_sentence_length - batch["input_ids"].shape[-1]
-        batch["input_ids"] = F.pad(batch["input_ids"], (0, pad), value=self.tokenizer.pad_token_id or 0)
-        batch["attention_mask"] = F.pad(batch["attention_mask"], (0, pad), value=0)
-        return batch
+        return self.processor(inputs, sentence_length=self.processor.max_sentence_length)
 
 
 __all__ = ["DocumentClassificationPipeline", "DocumentSentenceProcessor", "read_sentence_encoder_settings"]

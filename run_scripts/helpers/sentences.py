@@ -4,6 +4,7 @@ token ids for fine-tuning, and the collator that pads documents of sentences."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -89,22 +90,24 @@ def cached_sentence_embeddings(texts: list[str], lines: list[int], source: str, 
     is free again, and the chunk is then encoded here)."""
     folder = cache_folder(cache_dir, encoder_path, processor, texts)
     folder.mkdir(parents=True, exist_ok=True)
-    encoder = []  # loaded on the first chunk that needs it
     starts = list(range(0, len(texts), chunk_size))
     parts = [folder / f"part-{number:05d}.npz" for number in range(len(starts))]
 
-    def encode(number: int) -> None:
-        if not encoder:
-            from sentence_transformers import SentenceTransformer
+    @functools.cache
+    def load_encoder():  # on the first chunk that needs it
+        from sentence_transformers import SentenceTransformer
 
-            encoder.append(SentenceTransformer(encoder_path, device="cpu" if not torch.cuda.is_available() else None))
-            encoder[0].max_seq_length = processor.max_sentence_length
-            logger.info(f"Embedding the sentences of {len(texts)} documents into {folder}")
+        encoder = SentenceTransformer(encoder_path, device="cpu" if not torch.cuda.is_available() else None)
+        encoder.max_seq_length = processor.max_sentence_length
+        logger.info(f"Embedding the sentences of {len(texts)} documents into {folder}")
+        return encoder
+
+    def encode(number: int) -> None:
         start, stop = starts[number], starts[number] + chunk_size
         documents = split_documents(processor, texts[start:stop], lines[start:stop], source,
                                     desc=f"splitting {source} [{number + 1}/{len(starts)}]")
         flat = [sentence for document in documents for sentence in document]
-        vectors = encoder[0].encode(flat, batch_size=batch_size, show_progress_bar=True, convert_to_numpy=True)
+        vectors = load_encoder().encode(flat, batch_size=batch_size, show_progress_bar=True, convert_to_numpy=True)
         _save_npz_atomic(parts[number], embeddings=vectors.astype(np.float32),
                          counts=np.array([len(d) for d in documents]))
 

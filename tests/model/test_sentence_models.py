@@ -106,6 +106,10 @@ def test_logits_do_not_depend_on_padding_or_batch_mates(encoder_dir, head):
     mask = torch.tensor([[1] * vectors.shape[1] + [0] * 4])
     torch.testing.assert_close(model(sentence_embeddings=padded, sentence_mask=mask).logits, together[:1],
                                atol=1e-5, rtol=1e-5)
+    # sentences padded to a fixed length (the pipeline's stacking): the same logits
+    fixed = processor(DOCUMENTS, sentence_length=processor.max_sentence_length)
+    assert fixed["input_ids"].shape[-1] == processor.max_sentence_length
+    torch.testing.assert_close(model(**fixed).logits, together, atol=1e-5, rtol=1e-5)
 
 
 def test_sentence_transformers_vectors_equal_the_models_own(encoder_dir):
@@ -180,6 +184,8 @@ def test_clear_errors(encoder_dir, tmp_path):
         processor([" \n "])
     with pytest.raises(ValueError, match="fewer than min_sentence_tokens=5"):
         processor(["Hi."])
+    with pytest.raises(ValueError, match="sentence_length=2 is shorter"):
+        processor(DOCUMENTS, sentence_length=2)
     with pytest.raises(ValueError, match="no sentence"):
         model(sentence_embeddings=torch.zeros(2, 3, 16), sentence_mask=torch.tensor([[1, 0, 0], [0, 0, 0]]))
     with pytest.raises(ValueError, match="not a sentence-transformers or Transformers model folder"):
