@@ -356,7 +356,8 @@ def main(argv: list[str] | None = None) -> dict:
             logger.warning(f"{split}: --max_length {max_length} cut {cut[split]} word(s); they get no prediction and "
                            f"are left out of the {split} metrics.")
     stats = {split: length_statistics(v) for split, v in lengths.items()}
-    word_stats = {split: length_statistics([len(ex["words"]) for ex in exs]) for split, exs in examples.items()}
+    word_stats = {split: length_statistics([len(ex["words"]) for ex in exs], unit="words")
+                  for split, exs in examples.items()}
     report = format_length_table(stats)
     unit = "documents" if data_args.document_level else "sentences"
     print(f"\nInput lengths in word pieces ({unit}; {tokenizer_source}; [CLS]/[SEP] included):\n{report}\n"

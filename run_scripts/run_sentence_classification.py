@@ -287,12 +287,13 @@ def main(argv: list[str] | None = None) -> dict:
         datasets_[split] = DocumentDataset([{key: x, "labels": r["_label"]} for x, r in zip(inputs, records)])
         token_lengths[split] = [len(ids) for ids in processor.tokenizer(texts)["input_ids"]]
     length_stats = {split: length_statistics(n, LONG) for split, n in token_lengths.items()}
+    cap = model.config.max_sentences
+    at_cap = cap - 1 if cap else LONG  # documents over the cap were cut to it: "> cap - 1" counts those at the cap
     sentence_stats = {split: length_statistics([len(d[processor.model_input_names[0]]) for d in ds.documents],
-                                               model.config.max_sentences or LONG)
-                      for split, ds in datasets_.items()}
+                                               at_cap, unit="sentences") for split, ds in datasets_.items()}
     print(f"\nDocument lengths in encoder tokens ([CLS]/[SEP] included, whole documents):\n"
-          f"{format_length_table(length_stats, LONG)}\n\nSentences per document (after merging and the cap of "
-          f"{model.config.max_sentences}):\n{format_length_table(sentence_stats, model.config.max_sentences or LONG, 'sentences')}\n",
+          f"{format_length_table(length_stats, LONG)}\n\nSentences per document, after merging and the cap of {cap} "
+          f"(> {at_cap}: the documents at the cap):\n{format_length_table(sentence_stats, at_cap, 'sentences')}\n",
           flush=True)
 
     def compute_metrics(eval_pred):

@@ -18,11 +18,12 @@ if TYPE_CHECKING:
     from transformers import TrainingArguments
 
 
-def length_statistics(lengths: Sequence[int], limit: int = 512) -> dict:
+def length_statistics(lengths: Sequence[int], limit: int = 512, unit: str = "tokens") -> dict:
+    """Documents, total `unit`s, how many and what percentage are over `limit`, mean, median, p90, max."""
     lengths = np.asarray(lengths)
     return {
         "documents": int(lengths.size),
-        "tokens": int(lengths.sum()),
+        unit: int(lengths.sum()),
         f"over_{limit}": int((lengths > limit).sum()),
         f"pct_over_{limit}": round(100.0 * float((lengths > limit).mean()), 1),
         "mean": round(float(lengths.mean()), 1),
@@ -35,7 +36,7 @@ def length_statistics(lengths: Sequence[int], limit: int = 512) -> dict:
 def format_length_table(stats: dict[str, dict], limit: int = 512, unit: str = "tokens") -> str:
     header = (f"| split | documents | {unit} | > {limit} | % > {limit} | median | p90 | max |\n"
               "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    rows = [f"| {name} | {s['documents']} | {s['tokens']} | {s[f'over_{limit}']} | {s[f'pct_over_{limit}']} | "
+    rows = [f"| {name} | {s['documents']} | {s[unit]} | {s[f'over_{limit}']} | {s[f'pct_over_{limit}']} | "
             f"{s['median']:g} | {s['p90']:g} | {s['max']} |" for name, s in stats.items()]
     return "\n".join([header, *rows])
 

@@ -61,6 +61,8 @@ def test_frozen_run_reports_caches_and_saves_a_raw_text_classifier(data, tmp_pat
     assert test["test_samples"] == 6 and test["test_le_512_samples"] == 6
     assert results["freeze_encoder"] and results["head"] == "ran"
     assert len(list((output_dir / "test_predictions.jsonl").read_text().splitlines())) == 6
+    sentences = results["sentence_statistics"]["test"]  # counted in sentences; "> 63": documents at the cap of 64
+    assert sentences["sentences"] >= sentences["documents"] == 6 and "over_63" in sentences
 
     # the README's lines classify raw documents with the saved folder alone
     monkeypatch.chdir(tmp_path)
