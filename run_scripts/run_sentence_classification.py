@@ -292,8 +292,9 @@ def main(argv: list[str] | None = None) -> dict:
     sentence_stats = {split: length_statistics([len(d[processor.model_input_names[0]]) for d in ds.documents],
                                                at_cap, unit="sentences") for split, ds in datasets_.items()}
     print(f"\nDocument lengths in encoder tokens ([CLS]/[SEP] included, whole documents):\n"
-          f"{format_length_table(length_stats, LONG)}\n\nSentences per document, after merging and the cap of {cap} "
-          f"(> {at_cap}: the documents at the cap):\n{format_length_table(sentence_stats, at_cap, 'sentences')}\n",
+          f"{format_length_table(length_stats, LONG)}\n\nSentences per document, after merging and "
+          f"{f'the cap of {cap} (> {at_cap}: the documents at the cap)' if cap else 'with no cap'}:\n"
+          f"{format_length_table(sentence_stats, at_cap, 'sentences')}\n",
           flush=True)
 
     def compute_metrics(eval_pred):
