@@ -20,9 +20,10 @@ Fast path: all token projections and all windows' attention run batched over the
 parameters) is worked out in `window_layout.py`; the argument checks live in `input_checks.py`.
 """
 
+import contextlib
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 import torch
@@ -69,6 +70,13 @@ logger = logging.get_logger(__name__)
 def _cat(tensors: list[torch.Tensor], dim: int) -> torch.Tensor:
     """`torch.cat`, without a copy for a single tensor."""
     return torch.cat(tensors, dim) if len(tensors) > 1 else tensors[0]
+
+
+def _autocast_disabled(device_type: str):
+    """A context with autocast off on `device_type`, or a no-op context where it is not on."""
+    if torch.is_autocast_enabled(device_type):
+        return torch.autocast(device_type, enabled=False)
+    return contextlib.nullcontext()
 
 
 def _upcast(x: torch.Tensor) -> torch.Tensor:
@@ -645,11 +653,30 @@ class RANLayer(GradientCheckpointingLayer):
         layout: RANWindowLayout,
     ) -> RANCellChain:
         """Step 2: the cell chain, sequential over windows and batched over rows. It starts from `state` (causal)
-        or from `initial_cell(cell)`; a row carries its cell only through its own windows."""
+        or from `initial_cell(cell)`; a row carries its cell only through its own windows.
+
+        The chain runs in the weights' dtype with autocast off. Under bf16 autocast a bf16 cell is rounded at every
+        window, and the rounding compounds through eq. 7 and, through each layer's first cell, through the layers:
+        at base size on 2,048 tokens the last hidden state's relative error against float64 was 0.056 with a bf16
+        chain and 0.020 with a float32 one. The chain is a few mat-vecs per window, so float32 costs little. The
+        cells stay in that dtype; the cell keys and values that the tokens read take the tokens' key dtype."""
+        with _autocast_disabled(windows.keys[0].device.type):
+            cells, passed_cells, cell_keys, cell_values, last_cell = self._run_cell_chain(
+                windows, cell, state, layout, self.cell_initializer.weight.dtype)
+        token_dtype = windows.keys[0].dtype
+        return RANCellChain(cells, passed_cells, cell_keys.to(token_dtype), cell_values.to(token_dtype), last_cell,
+                            self._review_memory(cells))
+
+    def _run_cell_chain(
+        self, windows: RANWindowProjections, cell: torch.Tensor | None, state: RANLayerState | None,
+        layout: RANWindowLayout, dtype: torch.dtype,
+    ) -> tuple[torch.Tensor, ...]:
+        """`run_cell_chain` in `dtype` (autocast off): cells, passed cells, cell keys, cell values, last cell."""
         batch_size, num_windows = layout.window_mask.shape
+        windows = replace(windows, keys=[k.to(dtype) for k in windows.keys], values=[v.to(dtype) for v in windows.values])
         like = windows.keys[0]
         if state is not None:
-            s, previous_c, has_previous = state.cell.to(like.dtype), state.previous_cell.to(like.dtype), state.has_previous
+            s, previous_c, has_previous = state.cell.to(dtype), state.previous_cell.to(dtype), state.has_previous
         else:
             s = self.initial_cell(cell, batch_size, like)
             previous_c, has_previous = torch.zeros_like(s), s.new_zeros(batch_size, dtype=torch.bool)
@@ -696,7 +723,7 @@ class RANLayer(GradientCheckpointingLayer):
         cell_mask = layout.cell_mask
         if cell_mask is not None:
             cells = cells * cell_mask[..., None].to(cells.dtype)
-        return RANCellChain(cells, passed_cells, cell_keys, cell_values, s, self._review_memory(cells))
+        return cells, passed_cells, cell_keys, cell_values, s
 
     def attend_tokens(
         self, windows: RANWindowProjections, chain: RANCellChain, layout: RANWindowLayout,
