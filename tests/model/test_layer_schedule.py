@@ -1,5 +1,6 @@
 """The one layer schedule: gradient checkpointing in both modes, the attention implementations, a cell-chain step
-that compiles without graph breaks, and a forward that leaves the process's thread count alone."""
+that compiles without graph breaks, the chain's dtype under autocast, and a forward that leaves the process's thread
+count alone."""
 
 from unittest import mock
 
@@ -7,6 +8,7 @@ import pytest
 import torch
 
 from ran_hf import RANForCausalLM, RANModel
+from ran_hf.modeling_ran import RANLayer
 from conftest import DEVICE, randomize, tiny_config
 
 
@@ -108,6 +110,35 @@ def test_a_cell_chain_step_compiles_without_graph_breaks():
     with torch.no_grad():
         for got, expected in zip(compiled(*inputs), layer.chain_step(*inputs)):
             assert torch.allclose(got, expected, atol=1e-6)
+
+
+@pytest.mark.parametrize("model_class", [RANModel, RANForCausalLM])
+def test_under_bf16_autocast_the_cell_chain_runs_in_the_weights_dtype(model_class):
+    """Autocast would run the chain's mat-vecs in bf16 and round the cell at every window, a rounding that compounds
+    through eq. 7 and the layers; the chain runs in float32 instead (its inputs, its carried cell, the last cell and
+    the causal state's cell), while the tokens' attention still runs in bf16."""
+    model = randomize(model_class(tiny_config()), seed=3).to(DEVICE).eval()
+    ids, mask = padded_ids([61, 40], seed=4)
+    seen = []
+    original = RANLayer.chain_step
+
+    def recording_chain_step(self, s, previous_c, has_previous, window_keys, window_values, window_key_mask):
+        seen.append((s.dtype, previous_c.dtype, window_keys.dtype, window_values.dtype, torch.is_autocast_enabled(
+            DEVICE.type)))
+        return original(self, s, previous_c, has_previous, window_keys, window_values, window_key_mask)
+
+    with mock.patch.object(RANLayer, "chain_step", recording_chain_step), torch.no_grad(), torch.autocast(
+            DEVICE.type, dtype=torch.bfloat16):
+        out = model(ids, attention_mask=mask, **({"use_cache": True} if model_class is RANForCausalLM else {}))
+        if model_class is RANForCausalLM:  # a decoding step from the cached state
+            step = model(ids[:, :1], cache=out.cache, use_cache=True)
+            assert torch.isfinite(step.logits).all()
+            assert all(state.cell.dtype == torch.float32 for state in step.cache.states)
+        else:
+            assert out.last_cell.dtype == torch.float32
+            assert out.last_hidden_state.dtype == torch.bfloat16  # the tokens' path still runs in bf16
+    assert len(seen) >= 2 * model.config.num_hidden_layers
+    assert set(seen) == {(torch.float32, torch.float32, torch.float32, torch.float32, False)}
 
 
 def test_forward_leaves_the_thread_count_alone(monkeypatch):
