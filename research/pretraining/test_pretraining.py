@@ -250,3 +250,19 @@ def test_a_payload_packed_with_another_tokenizer_is_refused(payload, tmp_path):
     with pytest.raises(ValueError, match="packed with another tokenizer"):
         device_pretrain.main(["--payload", str(payload[0]), "--tokenizer", str(other), "--out_dir",
                               str(tmp_path / "out"), *TINY])
+
+
+def test_order_probe_shuffles_only_the_unmasked_body_tokens():
+    from research.pretraining.order_probe import shuffle_context
+
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(5, 1000, (3, 40), generator=generator)
+    labels = torch.where(torch.rand(ids.shape, generator=generator) < 0.15, ids, -100)
+    labels[:, [0, -1]] = -100
+    shuffled = shuffle_context(ids, labels, torch.Generator().manual_seed(1))
+    fixed = labels != -100
+    fixed[:, [0, -1]] = True
+    assert torch.equal(shuffled[fixed], ids[fixed])  # masked positions and the frame stay put
+    for row in range(len(ids)):
+        assert sorted(shuffled[row][~fixed[row]].tolist()) == sorted(ids[row][~fixed[row]].tolist())
+    assert not torch.equal(shuffled, ids)
