@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-from transformers import BertConfig, BertForMaskedLM, BertModel, BertPreTrainedModel
+from transformers import (BertConfig, BertForMaskedLM, BertModel, BertPreTrainedModel, ModernBertConfig,
+                          ModernBertForMaskedLM)
 from transformers.modeling_outputs import MaskedLMOutput, SequenceClassifierOutput
 
 
@@ -71,6 +72,21 @@ def bert_peer(vocab_size: int, pad_token_id: int, hidden_size: int, num_hidden_l
                         max_position_embeddings=BERT_CONTEXT, hidden_dropout_prob=dropout,
                         attention_probs_dropout_prob=dropout, pad_token_id=pad_token_id)
     return BertForMaskedLMAtMaskedTokens(config)
+
+
+def modernbert_peer(vocab_size: int, pad_token_id: int, cls_token_id: int, sep_token_id: int, hidden_size: int,
+                    num_hidden_layers: int, num_attention_heads: int, dropout: float = 0.0) -> ModernBertForMaskedLM:
+    """The peer with rotary positions and pre-norm layers: Transformers' ModernBERT at RAN's hidden size, layers and
+    heads, a 512-token context, its own local / global attention pattern, and a gated feed-forward of width
+    `8 * hidden / 3` (the parameters of BERT's `4 * hidden` one). `sparse_prediction` computes the masked-LM head at
+    the labelled positions only when labels are given, as RAN's and the BERT peer's pretraining heads do."""
+    config = ModernBertConfig(vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=num_hidden_layers,
+                              num_attention_heads=num_attention_heads, intermediate_size=8 * hidden_size // 3,
+                              max_position_embeddings=BERT_CONTEXT, pad_token_id=pad_token_id,
+                              cls_token_id=cls_token_id, sep_token_id=sep_token_id, bos_token_id=cls_token_id,
+                              eos_token_id=sep_token_id, attention_dropout=dropout, embedding_dropout=dropout,
+                              mlp_dropout=dropout, sparse_prediction=True)
+    return ModernBertForMaskedLM(config)
 
 
 class BertChunkPoolForSequenceClassification(BertPreTrainedModel):

@@ -19,16 +19,22 @@ from pathlib import Path
 
 import torch
 from safetensors.torch import load_file
-from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
+from transformers import AutoTokenizer, BertConfig, BertForMaskedLM, ModernBertConfig, ModernBertForMaskedLM
 
 import ran_hf
 from research.pretraining.device_pretrain import join_parts
 
 
 STUDY = Path(__file__).resolve().parent
-CLASSES = {"ran": (ran_hf.RANConfig, ran_hf.RANForMaskedLM), "bert": (BertConfig, BertForMaskedLM)}
+CLASSES = {"ran": (ran_hf.RANConfig, ran_hf.RANForMaskedLM), "bert": (BertConfig, BertForMaskedLM),
+           "modernbert": (ModernBertConfig, ModernBertForMaskedLM)}
+DROPOUT_FIELDS = {"ran": ("hidden_dropout_prob", "attention_probs_dropout_prob"),
+                  "bert": ("hidden_dropout_prob", "attention_probs_dropout_prob"),
+                  "modernbert": ("attention_dropout", "embedding_dropout", "mlp_dropout")}
 TITLES = {"ran": "RAN masked language model, pretrained on public-domain books",
-          "bert": "BERT masked language model (RAN's pretraining peer), pretrained on public-domain books"}
+          "bert": "BERT masked language model (RAN's pretraining peer), pretrained on public-domain books",
+          "modernbert": "ModernBERT masked language model (RAN's pretraining peer with rotary positions), pretrained "
+                        "on public-domain books"}
 
 
 def load_model(run_dir: Path, name: str, record: dict, dropout: float | None) -> torch.nn.Module:
@@ -37,7 +43,8 @@ def load_model(run_dir: Path, name: str, record: dict, dropout: float | None) ->
     config_class, model_class = CLASSES[name]
     config = config_class.from_dict(record["config"])
     if dropout is not None:
-        config.hidden_dropout_prob = config.attention_probs_dropout_prob = dropout
+        for field in DROPOUT_FIELDS[name]:
+            setattr(config, field, dropout)
     state = {}
     for shard in record["weights"]:
         state.update(load_file(str(run_dir / shard)))
@@ -76,9 +83,9 @@ def model_card(name: str, folder_name: str, run: dict, record: dict, saved_confi
                     f"{config['window_size']}, `memory_review_residual`, masked-only logits in training "
                     f"(`sparse_prediction`: with `labels`, the logits of the labelled positions only)"
                     if name == "ran" else
-                    f"BERT, hidden size {config['hidden_size']}, {config['num_hidden_layers']} layers of "
-                    f"{config['num_attention_heads']} heads, feed-forward {config['intermediate_size']}, "
-                    f"{config['max_position_embeddings']} positions")
+                    f"{'BERT' if name == 'bert' else 'ModernBERT'}, hidden size {config['hidden_size']}, "
+                    f"{config['num_hidden_layers']} layers of {config['num_attention_heads']} heads, feed-forward "
+                    f"{config['intermediate_size']}, {config['max_position_embeddings']} positions")
     lines = [
         "---", "license: apache-2.0", "language: en", "library_name: transformers", "tags:", "- fill-mask",
         "- long-documents" if name == "ran" else "- ran-peer", "---", "", f"# {TITLES[name]}", "",
@@ -95,13 +102,13 @@ def model_card(name: str, folder_name: str, run: dict, record: dict, saved_confi
         "BERT peer are scored on exactly the same masked tokens.", "",
         "## Training", "",
         f"{record['tokens_seen']:,} tokens seen ({record['passes']:.2f} passes over the corpus) in {record['steps']} "
-        f"steps of up to {args[name + '_batch_size']} blocks; {run['train_elapsed_s']:.0f} s of wall time shared "
-        f"with the {'BERT peer' if name == 'ran' else 'RAN model'} on one {run['device']} "
+        f"steps of up to {args['ran_batch_size' if name == 'ran' else 'bert_batch_size']} blocks; {run['train_elapsed_s']:.0f} s of wall time shared "
+        f"with the {'peer' if name == 'ran' else 'RAN model'} on one {run['device']} "
         f"({record['gpu_seconds']:.0f} s of it this model's steps), bf16 autocast: {args['bf16']}. AdamW (0.9, 0.98), peak learning rate "
-        f"{args['learning_rate']:g}, warm-up over the first {args['warmup_fraction']:.0%} of the wall budget, "
+        f"{args['learning_rate'] if name == 'ran' else args.get('bert_learning_rate', args['learning_rate']):g}, warm-up over the first {args['warmup_fraction']:.0%} of the wall budget, "
         f"constant, linear decay to 0 over the last {args['decay_fraction']:.0%}; weight decay "
         f"{args['weight_decay']:g}, gradient clipping {args['max_grad_norm']:g}, dropout {args['dropout']:g} in "
-        f"pretraining ({saved_config.hidden_dropout_prob:g} in this folder's config, for fine-tuning). torch "
+        f"pretraining ({getattr(saved_config, DROPOUT_FIELDS[name][0]):g} in this folder's config, for fine-tuning). torch "
         f"{run['torch']}, transformers {run['transformers']}.", "",
         "## Validation curve", "",
         "Masked-token loss and accuracy on the held-out spans:", "", curve_table(record.get("curve", [])), "",

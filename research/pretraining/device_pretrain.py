@@ -47,7 +47,7 @@ import torch
 from safetensors.torch import save_file
 
 import ran_hf
-from research.pretraining.bert_peer import BERT_CONTEXT, bert_peer, check_bert_peer_arguments
+from research.pretraining.bert_peer import BERT_CONTEXT, bert_peer, check_bert_peer_arguments, modernbert_peer
 
 
 STUDY = Path(__file__).resolve().parent
@@ -159,6 +159,11 @@ def build_ran(args, vocab_size: int) -> torch.nn.Module:
 def build_bert(args, vocab_size: int) -> torch.nn.Module:
     return bert_peer(vocab_size, PAD, args.hidden_size, args.num_hidden_layers, args.num_attention_heads,
                      dropout=args.dropout)
+
+
+def build_modernbert(args, vocab_size: int) -> torch.nn.Module:
+    return modernbert_peer(vocab_size, PAD, CLS, SEP, args.hidden_size, args.num_hidden_layers,
+                           args.num_attention_heads, dropout=args.dropout)
 
 
 @dataclass
@@ -342,7 +347,8 @@ def parse_args(argv=None):
     add("--payload", default=".pretrain_payload", help="Folder written by research.pretraining.pack.")
     add("--out_dir", default=os.environ.get("OUT", "outputs/device_pretrain"))
     add("--tokenizer", default=str(STUDY / "tokenizer-16k"))
-    add("--models", nargs="+", default=["ran", "bert"], choices=["ran", "bert"])
+    add("--models", nargs="+", default=["ran", "bert"], choices=["ran", "bert", "modernbert"],
+        help="RAN and at most one peer: BERT, or ModernBERT (rotary positions, pre-norm layers).")
     add("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     add("--bf16", choices=["auto", "yes", "no"], default="auto", help="bf16 autocast (auto: on CUDA only).")
     # budget
@@ -389,7 +395,9 @@ def parse_args(argv=None):
         raise ValueError(f"--ran_share must lie in (0, 1), got {args.ran_share}.")
     if args.ran_block_size < 3 or args.min_block_size > args.bert_block_size:
         raise ValueError("--min_block_size must not exceed the block sizes, which must be at least 3.")
-    if "bert" in args.models:
+    if len([name for name in args.models if name != "ran"]) > 1:
+        raise ValueError(f"--models takes RAN and at most one peer, got {args.models}.")
+    if "bert" in args.models or "modernbert" in args.models:
         check_bert_peer_arguments(args.hidden_size, args.num_attention_heads, args.attention_head_size,
                                   args.bert_block_size)
     return args
@@ -439,7 +447,9 @@ def main(argv=None) -> dict:
 
     builders = {"ran": (build_ran, args.ran_block_size, args.ran_batch_size, args.ran_share, args.learning_rate),
                 "bert": (build_bert, args.bert_block_size, args.bert_batch_size, 1 - args.ran_share,
-                         args.bert_learning_rate)}
+                         args.bert_learning_rate),
+                "modernbert": (build_modernbert, args.bert_block_size, args.bert_batch_size, 1 - args.ran_share,
+                               args.bert_learning_rate)}
     trainees, validation = [], {}
     for index, name in enumerate(args.models):
         build, block_size, batch_size, share, peak_lr = builders[name]

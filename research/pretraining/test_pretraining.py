@@ -266,3 +266,27 @@ def test_order_probe_shuffles_only_the_unmasked_body_tokens():
     for row in range(len(ids)):
         assert sorted(shuffled[row][~fixed[row]].tolist()) == sorted(ids[row][~fixed[row]].tolist())
     assert not torch.equal(shuffled, ids)
+
+
+def test_modernbert_peer_pretrains_alone_and_loads_as_plain_modernbert(payload, tmp_path):
+    """The rotary, pre-norm peer through the device call's own script: sharded weights and a curve come back, and
+    the collected folder loads as Transformers' ModernBertForMaskedLM with the head computed everywhere."""
+    out = tmp_path / "OUT"
+    env = {**os.environ, "OUT": str(out), "PAYLOAD": str(payload[0]), "PYTHONPATH": str(REPO), "PYTHON": sys.executable}
+    result = subprocess.run(["bash", "research/pretraining/device_call.sh", *TINY, "--models", "modernbert"], cwd=REPO,
+                            env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    record = json.loads((out / "run.json").read_text())["models"]["modernbert"]
+    assert record["steps"] == 4 and 0 <= record["curve"][-1]["accuracy"] <= 1
+    folder = collect.main([str(out), "--dest", str(tmp_path), "--names", "modernbert=peer"])["modernbert"]
+    assert "ModernBERT" in (folder / "README.md").read_text()
+    model = transformers.AutoModelForMaskedLM.from_pretrained(folder)
+    assert isinstance(model, transformers.ModernBertForMaskedLM) and model.config.hidden_size == 16
+    assert model.config.attention_dropout == 0.1 and model.config.max_position_embeddings == 512
+    ids = torch.tensor([[device_pretrain.CLS, 40, 41, device_pretrain.MASK, 42, device_pretrain.SEP]])
+    assert model(input_ids=ids).logits.shape == (1, 6, model.config.vocab_size)
+
+
+def test_device_call_takes_at_most_one_peer():
+    with pytest.raises(ValueError, match="at most one peer"):
+        device_pretrain.parse_args(["--models", "ran", "bert", "modernbert"])
