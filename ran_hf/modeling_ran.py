@@ -673,7 +673,8 @@ class RANLayer(GradientCheckpointingLayer):
     ) -> tuple[torch.Tensor, ...]:
         """`run_cell_chain` in `dtype` (autocast off): cells, passed cells, cell keys, cell values, last cell."""
         batch_size, num_windows = layout.window_mask.shape
-        windows = replace(windows, keys=[k.to(dtype) for k in windows.keys], values=[v.to(dtype) for v in windows.values])
+        windows = replace(windows, keys=[k.to(dtype) for k in windows.keys],
+                          values=[v.to(dtype) for v in windows.values])
         like = windows.keys[0]
         if state is not None:
             s, previous_c, has_previous = state.cell.to(dtype), state.previous_cell.to(dtype), state.has_previous

@@ -102,7 +102,7 @@ def model_card(name: str, folder_name: str, run: dict, record: dict, saved_confi
         "BERT peer are scored on exactly the same masked tokens.", "",
         "## Training", "",
         f"{record['tokens_seen']:,} tokens seen ({record['passes']:.2f} passes over the corpus) in {record['steps']} "
-        f"steps of up to {args['ran_batch_size' if name == 'ran' else 'bert_batch_size']} blocks; {run['train_elapsed_s']:.0f} s of wall time shared "
+        f"steps of up to {record['batch_size']} blocks; {run['train_elapsed_s']:.0f} s of wall time shared "
         f"with the {'peer' if name == 'ran' else 'RAN model'} on one {run['device']} "
         f"({record['gpu_seconds']:.0f} s of it this model's steps), bf16 autocast: {args['bf16']}. AdamW (0.9, 0.98), peak learning rate "
         f"{args['learning_rate'] if name == 'ran' else args.get('bert_learning_rate', args['learning_rate']):g}, warm-up over the first {args['warmup_fraction']:.0%} of the wall budget, "

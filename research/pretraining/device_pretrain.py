@@ -445,11 +445,9 @@ def main(argv=None) -> dict:
                          f"{args.tokenizer} (sha256 of tokenizer.json differs): pack it again.")
     tokens = torch.from_numpy(tokens_np.astype(np.int32)).to(device)
 
+    peer = (args.bert_block_size, args.bert_batch_size, 1 - args.ran_share, args.bert_learning_rate)  # either peer
     builders = {"ran": (build_ran, args.ran_block_size, args.ran_batch_size, args.ran_share, args.learning_rate),
-                "bert": (build_bert, args.bert_block_size, args.bert_batch_size, 1 - args.ran_share,
-                         args.bert_learning_rate),
-                "modernbert": (build_modernbert, args.bert_block_size, args.bert_batch_size, 1 - args.ran_share,
-                               args.bert_learning_rate)}
+                "bert": (build_bert, *peer), "modernbert": (build_modernbert, *peer)}
     trainees, validation = [], {}
     for index, name in enumerate(args.models):
         build, block_size, batch_size, share, peak_lr = builders[name]

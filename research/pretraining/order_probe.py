@@ -15,18 +15,17 @@ import json
 
 import numpy as np
 import torch
-from transformers import AutoConfig, AutoModelForMaskedLM
+from transformers import AutoModelForMaskedLM
 
-import ran_hf
+import ran_hf  # noqa: F401  (registers RAN with the Auto classes)
 from research.pretraining.device_pretrain import validation_batches
 
 
-def load_masked_lm(path: str) -> tuple[torch.nn.Module, int]:
-    """The checkpoint's masked LM (eval mode) and the block size it is scored with."""
-    config = AutoConfig.from_pretrained(path, trust_remote_code=True)
-    if config.model_type == "ran":
-        return ran_hf.RANForMaskedLM.from_pretrained(path).eval(), 4082
-    return AutoModelForMaskedLM.from_pretrained(path).eval(), config.max_position_embeddings
+def block_size_for(model: torch.nn.Module, span_length: int) -> int:
+    """The block a model scores a span in: a RAN the whole span between [CLS] and [SEP], a BERT its context."""
+    if model.config.model_type == "ran":
+        return span_length + 2
+    return model.config.max_position_embeddings
 
 
 def shuffle_context(ids: torch.Tensor, labels: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
@@ -63,8 +62,8 @@ def main(argv=None) -> list[dict]:
         held_out = {key: packed[key][: args.spans] for key in ("input_ids", "labels")}
     rows = []
     for path in args.checkpoints:
-        model, block_size = load_masked_lm(path)
-        ids, labels = validation_batches(held_out, block_size, "cpu")
+        model = AutoModelForMaskedLM.from_pretrained(path).eval()
+        ids, labels = validation_batches(held_out, block_size_for(model, held_out["input_ids"].shape[1]), "cpu")
         shuffled = shuffle_context(ids, labels, torch.Generator().manual_seed(args.seed))
         row = {"checkpoint": path, "masked_tokens": int((labels != -100).sum()),
                "accuracy": round(accuracy(model, ids, labels), 4),
