@@ -96,8 +96,8 @@ SCALES = {
                  matmul_size=8192, max_call_s=8.0, max_case_s=6.0, warmup=1, repeats=3, budget_s=230,
                  pytest_timeout=30, pytest_files=PYTEST_FILES, pytest_select="not flex",
                  compile_backend="inductor", ran_chain="eager",
-                 caps=dict(env=10, optimise=100, speed=60, pytest=60, checks=40, profile=95, generation=40,
-                           long_train=45)),
+                 caps=dict(env=10, optimise=100, speed=60, pytest=60, checks=40, profile=95, generation=60,
+                           long_train=100)),
     # the rehearsal: the same code path at tiny sizes, seconds on a CPU
     "tiny": dict(size=dict(vocab_size=101, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                            attention_head_size=16, window_size=16, min_window_size=4),
@@ -816,9 +816,20 @@ def worker_profile(spec: dict) -> None:
 # --------------------------------------------- generation ------------------------------------------------------------
 
 
+def _prefill(model, prompt, chunk: int):
+    """The prompt `(1, length)` through the cache in pieces of `chunk` tokens: the last output and the cache."""
+    out, cache = None, None
+    for begin in range(0, prompt.shape[1], chunk):
+        out = model(prompt[:, begin: begin + chunk], cache=cache, use_cache=True)
+        cache = out.cache
+    return out, cache
+
+
 def worker_generation(spec: dict) -> None:
     """RAN (`RANForCausalLM`) and GPT-2 of the same size: prefill each context through the cache, then time
-    `decode_tokens` single-token steps (synchronised); bf16 weights on CUDA, fp32 on CPU."""
+    `decode_tokens` single-token steps (synchronised); bf16 weights on CUDA, fp32 on CPU. Each model first prefills
+    one chunk and decodes a few tokens untimed, so that no timed call and no projection of a prefill's time pays for
+    the first CUDA calls (at 5d4fdb5 the first 1k prefill took 1.4 s cold, which projected 32k past the cap)."""
     torch = _torch_setup(spec)
     device = spec["device"]
     dtype = torch.bfloat16 if spec["dtype"] == "bf16" else torch.float32
@@ -827,6 +838,13 @@ def worker_generation(spec: dict) -> None:
     for name in ("ran", "gpt2"):
         size = spec["size"]
         model = benchmark.build_generator(name, size, max_positions).to(device=device, dtype=dtype)
+        with torch.inference_mode():  # warm-up, untimed
+            warm = torch.randint(1, size["vocab_size"], (1, spec["prefill_chunk"] + 3), device=device)
+            _, cache = _prefill(model, warm[:, :-3], spec["prefill_chunk"])
+            for step in range(3):
+                cache = model(warm[:, -3 + step:][:, :1], cache=cache, use_cache=True).cache
+            sync()
+            del cache
         prefill_rate = None  # seconds per context token, from the last context
         for context in spec["contexts"]:
             row = dict(kind="generation", model=name, context=context, dtype=spec["dtype"])
@@ -840,10 +858,8 @@ def worker_generation(spec: dict) -> None:
             try:
                 with torch.inference_mode():
                     sync()
-                    start, cache = time.perf_counter(), None
-                    for begin in range(0, context, spec["prefill_chunk"]):
-                        out = model(prompt[:, begin: begin + spec["prefill_chunk"]], cache=cache, use_cache=True)
-                        cache = out.cache
+                    start = time.perf_counter()
+                    out, cache = _prefill(model, prompt, spec["prefill_chunk"])
                     sync()
                     prefill_s = time.perf_counter() - start
                     size_bytes = benchmark.cache_bytes(cache)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 from transformers import (BertConfig, BertForMaskedLM, BertModel, BertPreTrainedModel, ModernBertConfig,
-                          ModernBertForMaskedLM)
+                          ModernBertForMaskedLM, ModernBertModel, ModernBertPreTrainedModel)
 from transformers.modeling_outputs import MaskedLMOutput, SequenceClassifierOutput
 
 
@@ -89,25 +89,18 @@ def modernbert_peer(vocab_size: int, pad_token_id: int, cls_token_id: int, sep_t
     return ModernBertForMaskedLM(config)
 
 
-class BertChunkPoolForSequenceClassification(BertPreTrainedModel):
-    """BERT over a whole document in chunks of its context: the document's tokens between its [CLS] and [SEP] are cut
-    into pieces of 510, each piece is read as `[CLS] piece [SEP]`, and the pieces' [CLS] outputs are averaged into the
-    document vector that a linear layer classifies ("chunk-and-pool"). Loads the encoder of a `BertForMaskedLM`
-    checkpoint (`bert.*`); the classifier starts new."""
-
-    def __init__(self, config: BertConfig):
-        super().__init__(config)
-        self.num_labels = config.num_labels
-        self.bert = BertModel(config, add_pooling_layer=False)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
-        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
-        self.post_init()
+class ChunkPoolMixin:
+    """A pretrained encoder over a whole document in chunks of its context ("chunk-and-pool"): the document's tokens
+    between its [CLS] and [SEP] are cut into pieces of `max_position_embeddings - 2`, each piece is read as
+    `[CLS] piece [SEP]`, and the pieces' [CLS] outputs are averaged into the document vector that a linear layer
+    classifies. The encoder is the model's `base_model` (a masked-LM checkpoint's encoder loads into it); the
+    classifier starts new."""
 
     def chunk(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor,
                                                                                      torch.Tensor]:
         """input_ids, attention_mask: `(batch, length)`, each row `[CLS] tokens [SEP]` then padding (each chunk is
-        wrapped in its row's own first and last token). Returns the chunks' ids and mask `(chunks, <= 512)` and each
-        chunk's row in the batch `(chunks,)`."""
+        wrapped in its row's own first and last token). Returns the chunks' ids and mask `(chunks, <= context)` and
+        each chunk's row in the batch `(chunks,)`."""
         piece = self.config.max_position_embeddings - 2
         chunks, documents = [], []
         for row, (ids, length) in enumerate(zip(input_ids, attention_mask.sum(-1).tolist())):
@@ -125,12 +118,44 @@ class BertChunkPoolForSequenceClassification(BertPreTrainedModel):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 labels: torch.Tensor | None = None, **kwargs) -> SequenceClassifierOutput:
+        """input_ids, attention_mask: `(batch, length)`; labels `(batch,)`. Returns logits `(batch, num_labels)`.
+        Other keywords (a BERT tokenizer's `token_type_ids`) are dropped: every chunk is one segment."""
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         chunk_ids, chunk_mask, documents = self.chunk(input_ids, attention_mask)
-        cls = self.bert(input_ids=chunk_ids, attention_mask=chunk_mask).last_hidden_state[:, 0]
+        cls = self.base_model(input_ids=chunk_ids, attention_mask=chunk_mask).last_hidden_state[:, 0]
         summed = cls.new_zeros(input_ids.shape[0], cls.shape[-1]).index_add_(0, documents, cls)
         counts = torch.bincount(documents, minlength=input_ids.shape[0]).unsqueeze(-1).to(cls.dtype)
         logits = self.classifier(self.dropout(summed / counts))
         loss = None if labels is None else self.loss_function(labels=labels, pooled_logits=logits, config=self.config)
         return SequenceClassifierOutput(loss=loss, logits=logits)
+
+
+class BertChunkPoolForSequenceClassification(ChunkPoolMixin, BertPreTrainedModel):
+    """Chunk-and-pool over BERT (`ChunkPoolMixin`); loads the encoder of a `BertForMaskedLM` checkpoint (`bert.*`)."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.bert = BertModel(config, add_pooling_layer=False)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+
+class ModernBertChunkPoolForSequenceClassification(ChunkPoolMixin, ModernBertPreTrainedModel):
+    """Chunk-and-pool over ModernBERT (`ChunkPoolMixin`); loads the encoder of a `ModernBertForMaskedLM` checkpoint
+    (`model.*`). The [CLS] output is the encoder's, after its final norm."""
+
+    def __init__(self, config: ModernBertConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.model = ModernBertModel(config)
+        self.dropout = nn.Dropout(config.classifier_dropout)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+
+# The chunk-and-pool classifier of each peer, by the checkpoint's `model_type`.
+CHUNK_POOL_CLASSES = {"bert": BertChunkPoolForSequenceClassification,
+                      "modernbert": ModernBertChunkPoolForSequenceClassification}

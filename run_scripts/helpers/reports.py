@@ -58,6 +58,14 @@ def format_metrics_table(metrics: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
+def dropout_summary(config) -> str:
+    """The config's dropout probabilities by field (RAN and BERT name them `hidden_dropout_prob` and
+    `attention_probs_dropout_prob`, ModernBERT `embedding_dropout`, `attention_dropout`, `mlp_dropout`, ...)."""
+    fields = {key: value for key, value in config.to_dict().items()
+              if "dropout" in key and isinstance(value, (int, float)) and not isinstance(value, bool)}
+    return "dropout " + ", ".join(f"{key} {value}" for key, value in sorted(fields.items()))
+
+
 def write_model_card(output_dir: str, *, title: str, description: str, auto_class: str, sections: dict[str, str],
                      model=None, training_args: TrainingArguments | None = None, command: str | None = None,
                      tags: Sequence[str] = (), use: str = "") -> str:
@@ -86,8 +94,8 @@ def write_model_card(output_dir: str, *, title: str, description: str, auto_clas
                    f"{c.max_position_embeddings} positions")
         lines += ["## Model", "",
                   f"`{type(model).__name__}`, {n_params / 1e6:.2f}M parameters: hidden {c.hidden_size}, "
-                  f"{c.num_hidden_layers} layers, {context}, vocab {c.vocab_size}, dropout "
-                  f"{c.hidden_dropout_prob}/{c.attention_probs_dropout_prob}. Full config: `config.json`.", ""]
+                  f"{c.num_hidden_layers} layers, {context}, vocab {c.vocab_size}, {dropout_summary(c)}. "
+                  f"Full config: `config.json`.", ""]
     if training_args is not None:
         keys = ["learning_rate", "num_train_epochs", "max_steps", "per_device_train_batch_size",
                 "per_device_eval_batch_size", "gradient_accumulation_steps", "weight_decay", "warmup_steps",

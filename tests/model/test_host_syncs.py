@@ -88,3 +88,21 @@ def test_a_causal_training_step_reads_the_layout_and_one_history_length_per_laye
     host_reads.clear()
     model(ids, attention_mask=mask, labels=ids.masked_fill(mask == 0, -100)).loss.backward()
     assert sum(host_reads.values()) == expected, dict(host_reads)
+
+
+def decoding_step_reads(host_reads, num_hidden_layers: int, prompt_length: int) -> int:
+    """Host reads of one decoding step after `prompt_length` tokens (window 8)."""
+    model = randomize(RANForCausalLM(tiny_config(num_hidden_layers=num_hidden_layers))).eval()
+    ids = torch.randint(1, 97, (1, prompt_length + 1), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        cache = model(ids[:, :prompt_length], use_cache=True).cache
+        host_reads.clear()
+        model(ids[:, prompt_length:], cache=cache, use_cache=True)
+    return sum(host_reads.values())
+
+
+def test_a_decoding_step_reads_the_history_length_only_when_it_finishes_a_window(host_reads):
+    # token 11 of 8-token windows finishes none: no layer commits, so no layer reads
+    assert decoding_step_reads(host_reads, 3, 10) == decoding_step_reads(host_reads, 1, 10)
+    # token 16 finishes the second window: each layer sizes its new review history
+    assert decoding_step_reads(host_reads, 3, 15) == decoding_step_reads(host_reads, 1, 15) + 2
