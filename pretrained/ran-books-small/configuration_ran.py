@@ -63,6 +63,18 @@ class RANConfig(PreTrainedConfig):
             row-major order of those positions) instead of `(batch_size, sequence_length, vocab_size)`. The loss is
             the same; the decoder over the vocabulary, the largest single cost of an MLM step, shrinks about 7x at
             15% masking. Off by default, so outputs keep their usual shape.
+        chain_implementation (`str`, defaults to `"eager"`): how each layer runs its cell chain, the one part of RAN
+            that is sequential over windows (a few `D x D` mat-vecs and a one-row attention per window):
+            - `"eager"`: PyTorch op by op, about 47 operations per window forward and 127 backward
+              (`python -m benchmarks.chain_ops`);
+            - `"compiled"`: the step of one window (`RANLayer._chain_window`) goes through `torch.compile`
+              (inductor) once per process, shared by every layer and model: about 7 kernel and library calls per
+              window forward and 15 backward. Meant for GPUs, where the eager chain is bound by the host launching
+              kernels and leaves the device idle most of a step. The first forward and backward compile (tens of
+              seconds), and again at the first new batch size or window capacity (then with dynamic sizes);
+              outputs match eager up to float rounding (inductor reorders reductions). Needs what `torch.compile`
+              needs (Triton on CUDA, a C++ compiler on CPU). Ignored inside a model that is itself under
+              `torch.compile` or `torch.export`.
 
     Every value is checked by `validate_architecture` (`ValueError` naming the field and the allowed values) on
     construction and `from_pretrained`, and on every later assignment (`config.window_size = 0` raises there, and
@@ -105,6 +117,7 @@ class RANConfig(PreTrainedConfig):
     tie_word_embeddings: bool = True
     use_cache: bool = True
     sparse_prediction: bool = False
+    chain_implementation: Literal["eager", "compiled"] = "eager"
 
     def __post_init__(self, **kwargs):
         legacy_pooler_mode = _legacy_pooler_mode(kwargs.pop("pooler_type", None), kwargs.pop("pooler_pooling", None))

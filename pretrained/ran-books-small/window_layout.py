@@ -72,6 +72,8 @@ class RANWindowLayout:
     num_past: int = field(init=False)  # key slots in front of each window for the open window's earlier tokens
     last_window_unfinished: bool = field(init=False)  # causal: no row finishes the last window (the chain stops)
     every_slot_real: bool = field(init=False)  # eager, no offset: every slot holds a real token (no key mask)
+    # masks and positions built from the layout alone, once per forward for all layers (`_once`)
+    _built: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         self.num_past = int(self.offset.max()) if self.offset is not None else 0
@@ -210,8 +212,17 @@ class RANWindowLayout:
         torch._check(count <= x.shape[1])
         return x.narrow(1, 0, count)
 
+    def _once(self, key, build):
+        """`build()` the first time `key` is asked for; every layer of a forward then reads the same tensor."""
+        if key not in self._built:
+            self._built[key] = build()
+        return self._built[key]
+
     def rotary_positions(self) -> torch.Tensor:
         """Rotary position of every slot: (C,) `1..C` shared by all windows, or (B, n, C) when continuing."""
+        return self._once("rotary_positions", self._rotary_positions)
+
+    def _rotary_positions(self) -> torch.Tensor:
         positions = torch.arange(1, self.window_capacity + 1, device=self.token_mask.device)
         if self.offset is None:
             return positions
@@ -220,15 +231,23 @@ class RANWindowLayout:
 
     def key_mask(self) -> torch.Tensor | None:
         """(B, n, P + C) bool: the keys of each window, past slots (first window only) then slots; None if all real."""
+        return self._once("key_mask", self._key_mask)
+
+    def _key_mask(self) -> torch.Tensor | None:
         if self.offset is None:
             return None if self.every_slot_real else self.token_mask
         past = torch.arange(self.num_past, device=self.token_mask.device)[None, :] < self.offset[:, None]
         first = (torch.arange(self.num_windows, device=past.device) == 0)[None, :, None]
         return torch.cat([past[:, None, :] & first, self.token_mask], dim=-1)
 
-    def attention_mask(self, key_mask: torch.Tensor | None, chunk: slice) -> torch.Tensor | None:
+    def attention_mask(self, chunk: slice) -> torch.Tensor | None:
         """Mask of the token attention of the windows in `chunk`: (B*m, C|1, 1 + P + C) bool over `[cell; past;
-        slots]`, or None. Bidirectional: every real key; causal: also only slots at or before the query's."""
+        slots]`, or None. Bidirectional: every real key (`key_mask`); causal: also only slots at or before the
+        query's."""
+        return self._once(("attention_mask", chunk.start, chunk.stop), lambda: self._attention_mask(chunk))
+
+    def _attention_mask(self, chunk: slice) -> torch.Tensor | None:
+        key_mask = self.key_mask()
         batch_size, capacity = self.token_mask.shape[0], self.window_capacity
         num_windows = chunk.stop - chunk.start
         device = self.token_mask.device
@@ -289,6 +308,9 @@ def run_chain_while_loop(step, carry, windows, output_like):
         index = i.reshape(1)
         window = tuple(w.index_select(0, index)[0] for w in windows) + (i,)
         carry, ys = step(carry, window)
+        # the new carry must not alias itself or the outputs (a `while_loop` rule; a step may return one tensor as
+        # both carried values, or carry what it outputs)
+        carry = tuple(t.clone() for t in carry)
         return i + 1, carry, tuple(out.index_copy(0, index, y[None]) for out, y in zip(outputs, ys))
 
     start = torch.zeros((), dtype=torch.long, device=windows[0].device)

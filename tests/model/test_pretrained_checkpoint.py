@@ -76,3 +76,11 @@ def test_fill_mask_pipeline_on_a_5000_token_text(masked_lm, tokenizer):
         masked[position] = tokenizer.mask_token_id
         predictions = fill_mask(tokenizer.decode(masked[1:-1]), top_k=5)
         assert predictions[0]["token_str"] == word, predictions
+
+
+@pytest.mark.parametrize("name", ["modeling_ran.py", "configuration_ran.py", "window_layout.py", "input_checks.py"])
+def test_the_checkpoints_remote_code_is_the_packages(name):
+    """`trust_remote_code=True` without ran_hf installed runs the folder's copies: they must be this package's code
+    (copy `ran_hf/*.py` into the folder after changing the model)."""
+    package = Path(ran_hf.__file__).parent
+    assert (Path(CHECKPOINT) / name).read_text() == (package / name).read_text()
