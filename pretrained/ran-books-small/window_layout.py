@@ -212,10 +212,14 @@ class RANWindowLayout:
         torch._check(count <= x.shape[1])
         return x.narrow(1, 0, count)
 
-    def _once(self, key, build):
-        """`build()` the first time `key` is asked for; every layer of a forward then reads the same tensor."""
+    def _once(self, key, build, *args):
+        """`build(*args)` the first time `key` is asked for; every layer of a forward then reads the same tensor.
+        Under `torch.compile` / `torch.export` every call builds (the compiler removes the repeats; a dict of tensors
+        on the layout would become a guard, and a static layout's chunk bounds are symbolic)."""
+        if self.static or torch.compiler.is_compiling():
+            return build(*args)
         if key not in self._built:
-            self._built[key] = build()
+            self._built[key] = build(*args)
         return self._built[key]
 
     def rotary_positions(self) -> torch.Tensor:
@@ -244,7 +248,7 @@ class RANWindowLayout:
         """Mask of the token attention of the windows in `chunk`: (B*m, C|1, 1 + P + C) bool over `[cell; past;
         slots]`, or None. Bidirectional: every real key (`key_mask`); causal: also only slots at or before the
         query's."""
-        return self._once(("attention_mask", chunk.start, chunk.stop), lambda: self._attention_mask(chunk))
+        return self._once(("attention_mask", chunk.start, chunk.stop), self._attention_mask, chunk)
 
     def _attention_mask(self, chunk: slice) -> torch.Tensor | None:
         key_mask = self.key_mask()
