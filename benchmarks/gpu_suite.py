@@ -840,9 +840,9 @@ def worker_generation(spec: dict) -> None:
         model = benchmark.build_generator(name, size, max_positions).to(device=device, dtype=dtype)
         with torch.inference_mode():  # warm-up, untimed
             warm = torch.randint(1, size["vocab_size"], (1, spec["prefill_chunk"] + 3), device=device)
-            _, cache = _prefill(model, warm[:, :-3], spec["prefill_chunk"])
-            for step in range(3):
-                cache = model(warm[:, -3 + step:][:, :1], cache=cache, use_cache=True).cache
+            _, cache = _prefill(model, warm[:, :spec["prefill_chunk"]], spec["prefill_chunk"])
+            for token in warm[:, spec["prefill_chunk"]:].split(1, dim=1):
+                cache = model(token, cache=cache, use_cache=True).cache
             sync()
             del cache
         prefill_rate = None  # seconds per context token, from the last context

@@ -381,19 +381,19 @@ class RANLayerState:
             keys, values: (B, n, P + C, H, d) each window's keys and values (past slots first).
             review_keys, review_values: (B, n, D) review keys and values of `cells`.
         """
-        num_windows = cells.shape[1]
+        batch_size, num_windows = cells.shape[:2]
+        rows = torch.arange(batch_size, device=cells.device)
         finished = layout.window_full.sum(-1)  # (B,) full windows: always a prefix of the row's windows
-        state = self._keep_open_window(layout, finished, keys, values)
+        state = self._keep_open_window(layout, rows, finished, keys, values)
         if num_windows == 1 and layout.last_window_unfinished:  # no row finished a window (most decoding steps)
             return state
-        return state._commit(finished, cells, passed_cells, review_keys, review_values)
+        return state._commit(rows, finished, cells, passed_cells, review_keys, review_values)
 
-    def _keep_open_window(self, layout: RANWindowLayout, finished: torch.Tensor, keys: torch.Tensor,
-                          values: torch.Tensor) -> "RANLayerState":
+    def _keep_open_window(self, layout: RANWindowLayout, rows: torch.Tensor, finished: torch.Tensor,
+                          keys: torch.Tensor, values: torch.Tensor) -> "RANLayerState":
         """This state with the open window (the first unfinished one) holding its tokens' keys and values: the past
-        slots (when it is window 0), then its new slots."""
-        batch_size, num_windows = keys.shape[:2]
-        rows = torch.arange(batch_size, device=keys.device)
+        slots (when it is window 0), then its new slots. `rows` is `arange(B)`."""
+        num_windows = keys.shape[1]
         open_window = finished.clamp(max=num_windows - 1)
         slot_mask = _pick(layout.token_mask, open_window, rows) & (finished < num_windows)[:, None]  # (B, C)
         offset = layout.offset if layout.offset is not None else torch.zeros_like(finished)
@@ -409,12 +409,11 @@ class RANLayerState:
             index, _pick(values, open_window, rows)[:, num_past:][slot_mask])
         return replace(self, window_keys=window_keys, window_values=window_values, window_length=window_length)
 
-    def _commit(self, finished: torch.Tensor, cells: torch.Tensor, passed_cells: torch.Tensor,
+    def _commit(self, rows: torch.Tensor, finished: torch.Tensor, cells: torch.Tensor, passed_cells: torch.Tensor,
                 review_keys: torch.Tensor, review_values: torch.Tensor) -> "RANLayerState":
         """This state with each row's `finished` windows committed: the last one's cells become the row's cell and
         previous cell, and their review keys and values are appended to the row's history."""
-        batch_size, num_windows = cells.shape[:2]
-        rows = torch.arange(batch_size, device=cells.device)
+        num_windows = cells.shape[1]
         last = (finished - 1).clamp(min=0)
         done = (finished > 0)[:, None]
         cell = torch.where(done, _pick(passed_cells, last, rows), self.cell)

@@ -9,8 +9,7 @@ import torch
 import transformers
 from transformers import AutoModel, AutoTokenizer, BertConfig, BertForMaskedLM, ModernBertConfig, ModernBertForMaskedLM
 
-from research.pretraining.bert_peer import (CHUNK_POOL_CLASSES, BertChunkPoolForSequenceClassification,
-                                            ModernBertChunkPoolForSequenceClassification)
+from research.pretraining.bert_peer import CHUNK_POOL_CLASSES
 from research.pretraining.finetune_peer import main, peer_arguments
 
 

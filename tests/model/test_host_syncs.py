@@ -4,12 +4,11 @@ size is data-dependent); a training step must add none: the input and label chec
 accelerator with gradients on (`input_checks.reads_values`), and the layout's reads happen once per forward, not
 once per layer. Counted here on CPU with the accelerator rule of `reads_values` switched on."""
 
-import collections
-
 import pytest
 import torch
 
 import ran_hf.input_checks as input_checks
+from benchmarks.decode_ops import count_host_reads
 from conftest import randomize, tiny_config
 from ran_hf import (
     RANForCausalLM,
@@ -21,22 +20,11 @@ from ran_hf import (
 from ran_hf.window_layout import RANWindowLayout
 
 
-HOST_READS = ("item", "tolist", "__bool__", "__int__", "__float__", "__index__")
-
-
 @pytest.fixture
-def host_reads(monkeypatch):
-    """A counter of the Python-level reads of tensor values while it is installed."""
-    counter = collections.Counter()
-    for name in HOST_READS:
-        original = getattr(torch.Tensor, name)
-
-        def counted(self, *args, __name=name, __original=original, **kwargs):
-            counter[__name] += 1
-            return __original(self, *args, **kwargs)
-
-        monkeypatch.setattr(torch.Tensor, name, counted)
-    return counter
+def host_reads():
+    """A counter of the Python-level reads of tensor values while it is installed (`benchmarks.decode_ops`)."""
+    with count_host_reads() as counter:
+        yield counter
 
 
 def batch():
