@@ -345,7 +345,8 @@ def test_predict_on_documents_without_labels(int_label_classifier, tmp_path, cap
     assert [r["line"] for r in rows] == [1, 2, 3, 4, 5]
     assert all("label" not in r and r["prediction"] in TOPICS for r in rows)
     assert all(set(r["probabilities"]) == set(TOPICS) for r in rows)
-    assert all(r["prediction"] == max(r["probabilities"], key=r["probabilities"].get) for r in rows)
+    # probabilities are rounded to 5 decimals, so a near-uniform tiny model can tie: the prediction holds the maximum
+    assert all(r["probabilities"][r["prediction"]] == max(r["probabilities"].values()) for r in rows)
     assert all(sum(r["probabilities"].values()) == pytest.approx(1.0, abs=1e-4) for r in rows)
 
     # the same documents with labels: metrics, and the same predictions with the gold labels next to them
