@@ -72,6 +72,11 @@ def _cat(tensors: list[torch.Tensor], dim: int) -> torch.Tensor:
     return torch.cat(tensors, dim) if len(tensors) > 1 else tensors[0]
 
 
+def _stack(tensors: list[torch.Tensor], dim: int) -> torch.Tensor:
+    """`torch.stack`, without a copy for a single tensor."""
+    return torch.stack(tensors, dim) if len(tensors) > 1 else tensors[0].unsqueeze(dim)
+
+
 def _autocast_disabled(device_type: str):
     """A context with autocast off on `device_type`, or a no-op context where it is not on."""
     if torch.is_autocast_enabled(device_type):
@@ -649,7 +654,7 @@ class RANLayer(GradientCheckpointingLayer):
         cos_sin = [None] * len(chunks)
         if self.rotary is not None:
             positions = layout.rotary_positions()
-            cos, sin = self.rotary(positions, hidden_states.dtype)
+            cos, sin = layout.once(("rotary", hidden_states.dtype), self.rotary, positions, hidden_states.dtype)
             cos_sin = [(cos, sin)] * len(chunks)
             if positions.dim() > 1:  # per window (continuing an open window): split like the windows
                 cos_sin = zip(cos.split(sizes, 1), sin.split(sizes, 1))
@@ -735,7 +740,7 @@ class RANLayer(GradientCheckpointingLayer):
             if skip_last:  # its cell would only be read by a later call, which recomputes it
                 _, _, k_cell, v_cell = self._project(s[:, None])
                 outputs.append((torch.zeros_like(s), s, k_cell[:, 0], v_cell[:, 0]))
-            outputs = [torch.stack(t, dim=1) for t in zip(*outputs)]
+            outputs = [_stack(t, 1) for t in zip(*outputs)]
         cells, passed_cells, cell_keys, cell_values = outputs
         cell_mask = layout.cell_mask
         if cell_mask is not None:

@@ -72,7 +72,7 @@ class RANWindowLayout:
     num_past: int = field(init=False)  # key slots in front of each window for the open window's earlier tokens
     last_window_unfinished: bool = field(init=False)  # causal: no row finishes the last window (the chain stops)
     every_slot_real: bool = field(init=False)  # eager, no offset: every slot holds a real token (no key mask)
-    # masks and positions built from the layout alone, once per forward for all layers (`_once`)
+    # masks and positions built from the layout alone, once per forward for all layers (`once`)
     _built: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -212,8 +212,9 @@ class RANWindowLayout:
         torch._check(count <= x.shape[1])
         return x.narrow(1, 0, count)
 
-    def _once(self, key, build, *args):
-        """`build(*args)` the first time `key` is asked for; every layer of a forward then reads the same tensor.
+    def once(self, key, build, *args):
+        """`build(*args)` the first time `key` is asked for; every layer of a forward then reads the same tensor
+        (the layout's own masks and positions, and the layers' rotary cos/sin).
         Under `torch.compile` / `torch.export` every call builds (the compiler removes the repeats; a dict of tensors
         on the layout would become a guard, and a static layout's chunk bounds are symbolic)."""
         if self.static or torch.compiler.is_compiling():
@@ -224,7 +225,7 @@ class RANWindowLayout:
 
     def rotary_positions(self) -> torch.Tensor:
         """Rotary position of every slot: (C,) `1..C` shared by all windows, or (B, n, C) when continuing."""
-        return self._once("rotary_positions", self._rotary_positions)
+        return self.once("rotary_positions", self._rotary_positions)
 
     def _rotary_positions(self) -> torch.Tensor:
         positions = torch.arange(1, self.window_capacity + 1, device=self.token_mask.device)
@@ -235,7 +236,7 @@ class RANWindowLayout:
 
     def key_mask(self) -> torch.Tensor | None:
         """(B, n, P + C) bool: the keys of each window, past slots (first window only) then slots; None if all real."""
-        return self._once("key_mask", self._key_mask)
+        return self.once("key_mask", self._key_mask)
 
     def _key_mask(self) -> torch.Tensor | None:
         if self.offset is None:
@@ -248,7 +249,7 @@ class RANWindowLayout:
         """Mask of the token attention of the windows in `chunk`: (B*m, C|1, 1 + P + C) bool over `[cell; past;
         slots]`, or None. Bidirectional: every real key (`key_mask`); causal: also only slots at or before the
         query's."""
-        return self._once(("attention_mask", chunk.start, chunk.stop), self._attention_mask, chunk)
+        return self.once(("attention_mask", chunk.start, chunk.stop), self._attention_mask, chunk)
 
     def _attention_mask(self, chunk: slice) -> torch.Tensor | None:
         key_mask = self.key_mask()
