@@ -543,13 +543,14 @@ def main(argv: list[str] | None = None) -> dict:
             test_metrics = {**{f"test_{k}": v for k, v in scores.items()},
                             "test_loss": output.metrics.get("test_loss"), "test_samples": len(y_true)}
             # the same scores on the documents a 512-token model reads whole and on those it would cut
+            model_name = "RAN" if trainer.model.config.model_type == "ran" else type(trainer.model).__name__
             length_rows = {}  # printed-table row name -> scores
             for name, sign, keep in (("le_512", "<=", full_length <= 512), ("over_512", ">", full_length > 512)):
                 if keep.any():
                     part = classification_scores(y_true[keep], y_pred[keep])
                     test_metrics.update({f"test_{name}_{k}": v for k, v in part.items()})
                     test_metrics[f"test_{name}_samples"] = int(keep.sum())
-                    length_rows[f"RAN, the {int(keep.sum())} documents of {sign} 512 tokens"] = part
+                    length_rows[f"{model_name}, the {int(keep.sum())} documents of {sign} 512 tokens"] = part
             if "train" in tokenized:
                 train_labels = np.asarray(tokenized["train"]["labels"]).astype(int)
                 baseline_source = "training labels"
@@ -563,7 +564,7 @@ def main(argv: list[str] | None = None) -> dict:
             results["test"] = test_metrics
             majority = ("labels in > 50% of training docs" if multi
                         else repr(label_list[int(np.bincount(train_labels).argmax())]))
-            table = {"RAN (this run)": scores, **length_rows,
+            table = {f"{model_name} (this run)": scores, **length_rows,
                      f"majority class of the {baseline_source} ({majority})": baseline}
             print(f"\n***** test results: {len(y_true)} documents ({test_source}) *****\n"
                   f"{format_metrics_table(table)}\n", flush=True)

@@ -87,7 +87,7 @@ def script_globals():
 
 @pytest.mark.usefixtures("script_globals")
 @pytest.mark.parametrize("model_type", ["bert", "modernbert"])
-def test_the_driver_fine_tunes_the_peer_in_both_modes(tmp_path, model_type):
+def test_the_driver_fine_tunes_the_peer_in_both_modes(tmp_path, model_type, capsys):
     checkpoint = tiny_peer(tmp_path / "peer", model_type)
     encoder = AutoModel.from_pretrained(checkpoint).state_dict()
     names = {"first512": {"bert": "BertForSequenceClassification",
@@ -101,6 +101,8 @@ def test_the_driver_fine_tunes_the_peer_in_both_modes(tmp_path, model_type):
         assert {"test_over_512_accuracy", "test_le_512_accuracy"} & set(results["test"])
         saved = json.loads((out / "config.json").read_text())
         assert saved["architectures"] == [names[mode]]
+        table = capsys.readouterr().out.split("***** test results")[-1]
+        assert f"| {names[mode]} (this run) |" in table and "RAN" not in table  # the table names the model it ran
         loaded = CHUNK_POOL_CLASSES[model_type].from_pretrained(out).base_model.state_dict()
         for name, value in encoder.items():
             if name in loaded:  # BERT's unused pooler is in AutoModel's encoder only
