@@ -67,6 +67,9 @@ CANDIDATES = {
     # its own tokenizer and the recipe's pooling and schedule) at two learning rates
     "pretrained-lr1e-4": ["--recipe", "pretrained", "--learning_rate", "1e-4"],
     "pretrained-lr3e-4": ["--recipe", "pretrained", "--learning_rate", "3e-4"],
+    # the plain mean of the pretrained token outputs as the document vector: the cell-mean pooler's cell transform
+    # starts from weights that masked-token prediction never trained, while every token output did
+    "pretrained-average": ["--recipe", "pretrained", "--config_overrides", "pooler_mode=token_mean"],
     # one epoch instead of three (a reduced protocol for the larger datasets on two CPU cores): 20 Newsgroups' average
     # pooling from random weights and from the pretrained RAN; IMDB's recipe from the pretrained RAN
     "average-pooling-1-epoch": ["--config_overrides", "pooler_mode=token_mean", "--num_train_epochs", "1"],
