@@ -74,7 +74,8 @@ def model_card(name: str, folder_name: str, run: dict, record: dict, saved_confi
     config = record["config"]
     final = record["curve"][-1] if record.get("curve") else None
     in_domain = ", ".join(payload.get("in_domain") or []) or "none"
-    load = "import ran_hf  # registers RAN with the Auto classes\n" if name == "ran" else ""
+    load = ("import ran_hf  # registers RAN with the Auto classes (or pass trust_remote_code=True to both "
+            "from_pretrained calls)\n" if name == "ran" else "")
     load += "from transformers import AutoModelForMaskedLM, AutoTokenizer\n\n"
     load += (f'model = AutoModelForMaskedLM.from_pretrained("{folder_name}")\n'
              f'tokenizer = AutoTokenizer.from_pretrained("{folder_name}")')

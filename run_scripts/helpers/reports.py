@@ -76,8 +76,9 @@ def write_model_card(output_dir: str, *, title: str, description: str, auto_clas
              "tags:", *[f"- {t}" for t in [*(["ran", "recurrent-attention-network"] if is_ran else []),
                                             "long-documents", *tags]],
              "---", "", f"# {title}", "", description.strip(), ""]
-    lines += ["## Use", "", "```python", *(["import ran_hf  # registers RAN with the Auto classes "
-                                            "(or pass trust_remote_code=True)"] if is_ran else []),
+    lines += ["## Use", "", "```python", *(["import ran_hf  # registers RAN with the Auto classes (or pass "
+                                            "trust_remote_code=True to both from_pretrained calls)"]
+                                           if is_ran else []),
               f"from transformers import AutoTokenizer, {auto_class}", "",
               f"tokenizer = AutoTokenizer.from_pretrained(\"{os.path.abspath(output_dir)}\")",
               f"model = {auto_class}.from_pretrained(\"{os.path.abspath(output_dir)}\")", "```", ""]
@@ -119,7 +120,7 @@ def use_snippets(output_dir: str, *, task: str, name: str, call: str, returns: s
     model_dir = os.path.abspath(output_dir)
     return "\n".join([
         "With a `pipeline`, which names the labels:", "", "```python",
-        "import ran_hf  # registers RAN with the Auto classes (or pass trust_remote_code=True)",
+        "import ran_hf  # registers RAN with the Auto classes (or pass trust_remote_code=True to pipeline)",
         "from transformers import pipeline", "",
         f"{name} = pipeline(\"{task}\", model=\"{model_dir}\")",
         f"{name}({call})  # {returns}", "```", "",
