@@ -84,6 +84,7 @@ from transformers import (
 from run_scripts.helpers.data_files import (
     check_file,
     dataset_records,
+    first_records,
     load_dataset_splits,
     read_records,
     split_columns,
@@ -396,9 +397,9 @@ def main(argv: list[str] | None = None) -> dict:
         else:
             records = read_records(check_file(source, arg), fields, arg, text_field=text_cols,
                                    skip_empty=data_args.skip_empty_documents, optional_fields=optional)
-        limit = {"train": data_args.max_train_samples, "validation": data_args.max_eval_samples,
-                 "test": data_args.max_predict_samples}[split]
-        splits[split] = (arg, source, records[:limit] if limit else records)
+        limit_flag = {"train": "max_train_samples", "validation": "max_eval_samples",
+                      "test": "max_predict_samples"}[split]
+        splits[split] = (arg, source, first_records(records, getattr(data_args, limit_flag), limit_flag, label_col))
     if "test" in splits and label_col not in splits["test"][2][0]:
         logger.info(f"--{splits['test'][0]} '{splits['test'][1]}' has no {label_col!r} field: its documents are "
                     f"predicted (test_predictions.jsonl) and no test metrics are computed.")

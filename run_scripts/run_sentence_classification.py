@@ -59,7 +59,7 @@ from transformers import AutoTokenizer, EarlyStoppingCallback, HfArgumentParser,
 
 from ran_hf import DocumentSentenceProcessor, RANSentenceForSequenceClassification
 from ran_hf.processing_sentences import read_sentence_encoder_settings
-from run_scripts.helpers.data_files import check_file, read_records, split_columns
+from run_scripts.helpers.data_files import check_file, first_records, read_records, split_columns
 from run_scripts.helpers.reports import (
     classification_scores,
     command_line,
@@ -163,16 +163,17 @@ def read_splits(data_args, training_args) -> dict:
     """`{split: (flag, records)}` of the splits this run uses."""
     fields = [data_args.label_column_name]
     splits = {}
-    for split, arg, wanted, limit in (
-            ("train", "train_file", training_args.do_train, data_args.max_train_samples),
-            ("validation", "validation_file", training_args.do_eval, data_args.max_eval_samples),
-            ("test", "test_file", training_args.do_predict, data_args.max_predict_samples)):
+    for split, arg, wanted, limit_flag in (
+            ("train", "train_file", training_args.do_train, "max_train_samples"),
+            ("validation", "validation_file", training_args.do_eval, "max_eval_samples"),
+            ("test", "test_file", training_args.do_predict, "max_predict_samples")):
         path = getattr(data_args, arg)
         if path is None or not wanted:
             continue
         records = read_records(check_file(path, arg), fields, arg, text_field=split_columns(data_args.text_column_name),
                                skip_empty=data_args.skip_empty_documents)
-        splits[split] = (arg, records[:limit] if limit else records)
+        splits[split] = (arg, first_records(records, getattr(data_args, limit_flag), limit_flag,
+                                            data_args.label_column_name))
     return splits
 
 

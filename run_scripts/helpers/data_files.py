@@ -276,3 +276,23 @@ def drop_empty(records: list[dict], text_fields: list[str], source: str, skip_em
     if not kept:
         raise ValueError(f"{source}: every document is empty.")
     return kept
+
+
+def first_records(records: list[dict], limit: int | None, limit_flag: str, label_field: str) -> list[dict]:
+    """The first `limit` records (`--max_*_samples`; all of them without a limit). When the cut keeps fewer of the
+    labels in `label_field` than the whole split holds, as on a file sorted by label, a warning says so: the run
+    would train or score on part of the labels only."""
+    if not limit or limit >= len(records):
+        return records
+    kept = records[:limit]
+
+    def labels(rows):
+        return {tuple(r[label_field]) if isinstance(r[label_field], list) else r[label_field]
+                for r in rows if label_field in r}
+
+    every, kept_labels = labels(records), labels(kept)
+    if len(kept_labels) < len(every):
+        logger.warning(f"--{limit_flag} {limit} keeps the first {limit} of {len(records)} documents, which hold "
+                       f"{len(kept_labels)} of the split's {len(every)} distinct labels (is the file sorted by "
+                       "label?); shuffle the file first to take a sample of every label.")
+    return kept

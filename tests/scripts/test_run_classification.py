@@ -323,6 +323,23 @@ def test_saved_classifier_names_its_labels_for_pipeline(int_label_classifier):
     assert f"--model_name_or_path {out} --do_predict --test_file new.jsonl" in card
 
 
+def test_a_sample_that_misses_labels_of_a_sorted_file_is_flagged(tmp_path, capsys):
+    rows = sorted(classification_rows(24, 3), key=lambda row: row["label"])  # sorted by label, as IMDB's files are
+    train, test = write_jsonl(tmp_path / "train.jsonl", rows), write_jsonl(tmp_path / "test.jsonl", rows)
+    with pytest.raises(ValueError, match="has a single label"):
+        run_classification.main(["--train_file", train, "--output_dir", str(tmp_path / "one"),
+                                 "--max_train_samples", "8", *TINY])
+    logged = capsys.readouterr().out  # the scripts log to stdout
+    assert "WARNING - run_scripts - --max_train_samples 8 keeps the first 8 of 24 documents, which hold 1 of the " \
+           "split's 3 distinct labels" in logged
+    run_classification.main(["--train_file", train, "--test_file", test, "--output_dir", str(tmp_path / "two"),
+                             "--max_train_samples", "20", "--max_predict_samples", "16", "--num_train_epochs", "1",
+                             "--validation_split_percentage", "0", *TINY])
+    logged = capsys.readouterr().out
+    assert "--max_predict_samples 16 keeps the first 16 of 24 documents, which hold 2 of the split's 3" in logged
+    assert "--max_train_samples" not in logged  # 20 of 24 still hold every label
+
+
 def test_class_names_must_name_every_training_label(data_dir, tmp_path):
     with pytest.raises(ValueError, match=r"--class_names names the values \['0', '1'\] but not.*\['2'\]"):
         run_classification.main(["--train_file", str(data_dir / "train.csv"), "--output_dir", str(tmp_path / "o"),
