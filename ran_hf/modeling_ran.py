@@ -367,7 +367,12 @@ class RANLayerState:
                    review_values=review_key_value[1], review_length=count + 1)
 
     def review_mask(self, layout: RANWindowLayout, chunk: slice) -> torch.Tensor:
-        """(B, m*C, K + n) bool: a token of window i reads the history and the cells of this call's windows < i."""
+        """(B, m*C, K + n) bool: a token of window i reads the history and the cells of this call's windows < i.
+        Every layer's state has committed the same windows, so the layers of one forward share one mask."""
+        key = ("review_mask", chunk.start, chunk.stop, self.review_keys.shape[1])
+        return layout.once(key, self._review_mask, layout, chunk)
+
+    def _review_mask(self, layout: RANWindowLayout, chunk: slice) -> torch.Tensor:
         device = self.review_length.device
         history = torch.arange(self.review_keys.shape[1], device=device)[None, :] < self.review_length[:, None]
         window_of_slot = torch.arange(chunk.start, chunk.stop, device=device).repeat_interleave(layout.window_capacity)
