@@ -11,6 +11,10 @@ ratio other/this (above 1: this checkout is faster).
     python benchmarks/ab_forward.py --other /path/to/other/checkout --length 8192 --train
 
 `--train` times a training step instead: forward in train mode (dropout on), the loss `mean(h**2)` and backward.
+`--decode N` times N decoding steps of `RANForCausalLM` (greedy, batch 1) after a `--length`-token prompt; each call
+continues the cache of the call before:
+
+    python benchmarks/ab_forward.py --other /path/to/other/checkout --length 1024 --decode 32 --num-layers 12
 """
 
 from __future__ import annotations
@@ -36,6 +40,31 @@ def load_other(root: str):
     return module
 
 
+def make_call(model, ids: torch.Tensor, args):
+    """The timed call: a forward, a training step, or `args.decode` decoding steps continuing the model's cache."""
+    if args.decode:
+        with torch.inference_mode():
+            out = model(ids, use_cache=True)
+        state = {"cache": out.cache, "token": out.logits[:, -1:].argmax(-1)}
+
+        def decode():
+            with torch.inference_mode():
+                for _ in range(args.decode):
+                    out = model(state["token"], cache=state["cache"], use_cache=True)
+                    state["cache"], state["token"] = out.cache, out.logits[:, -1:].argmax(-1)
+        return decode
+
+    def forward():
+        with torch.no_grad():
+            model(ids)
+
+    def training_step():
+        model.train()
+        model(ids).last_hidden_state.pow(2).mean().backward()
+        model.zero_grad(set_to_none=True)
+    return training_step if args.train else forward
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--other", required=True, help="another checkout (the folder holding its ran_hf/ package)")
@@ -45,38 +74,35 @@ def main(argv=None):
     parser.add_argument("--num-layers", type=int, default=2)
     parser.add_argument("--window-size", type=int, default=256)
     parser.add_argument("--train", action="store_true", help="time forward + backward in train mode")
+    parser.add_argument("--decode", type=int, default=0, metavar="N",
+                        help="time N decoding steps after a --length-token prompt (RANForCausalLM)")
     args = parser.parse_args(argv)
+    if args.train and args.decode:
+        parser.error("--train and --decode time different things; pass one")
     other = load_other(args.other)
     models = {}
     for name, package in (("this", ran_hf), ("other", other)):
         config = package.RANConfig(vocab_size=30522, hidden_size=args.hidden_size, num_hidden_layers=args.num_layers,
                                    num_attention_heads=args.hidden_size // 64, attention_head_size=64,
-                                   window_size=args.window_size, min_window_size=16)
-        models[name] = package.RANModel(config).eval()
+                                   window_size=args.window_size, min_window_size=16, is_decoder=bool(args.decode))
+        models[name] = (package.RANForCausalLM if args.decode else package.RANModel)(config).eval()
     models["other"].load_state_dict(models["this"].state_dict())
     ids = torch.randint(1, 30522, (1, args.length), generator=torch.Generator().manual_seed(0))
     times = {"this": [], "other": []}
     with torch.no_grad():
-        difference = (models["this"](ids).last_hidden_state - models["other"](ids).last_hidden_state).abs().max()
-
-    def call(model):
-        if not args.train:
-            with torch.no_grad():
-                model(ids)
-            return
-        model.train()
-        model(ids).last_hidden_state.pow(2).mean().backward()
-        model.zero_grad(set_to_none=True)
-
+        outputs = [models[name](ids) for name in ("this", "other")]
+        difference = (outputs[0][0] - outputs[1][0]).abs().max()  # last hidden state, or logits
+    calls = {name: make_call(model, ids, args) for name, model in models.items()}
     for name in ("other", "this"):  # untimed warm-up (a first training step allocates the gradients)
-        call(models[name])
+        calls[name]()
     for round_index in range(args.rounds):
         for name in ("this", "other") if round_index % 2 == 0 else ("other", "this"):
             start = time.perf_counter()
-            call(models[name])
+            calls[name]()
             times[name].append(time.perf_counter() - start)
     medians = {name: statistics.median(values) for name, values in times.items()}
-    print(f"{'training step' if args.train else 'forward'}, length {args.length}, threads {torch.get_num_threads()}, "
+    mode = f"{args.decode} decoding steps" if args.decode else "training step" if args.train else "forward"
+    print(f"{mode}, length {args.length}, threads {torch.get_num_threads()}, "
           f"max abs output difference {float(difference):.2e}")
     for name in times:
         print(f"{name:5s} median {medians[name]:.3f} s/call  ({', '.join(f'{t:.2f}' for t in times[name])})")

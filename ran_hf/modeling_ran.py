@@ -56,7 +56,14 @@ from .input_checks import (
     check_sequence_labels,
     is_compiling,
 )
-from .window_layout import RANWindowLayout, run_chain, run_chain_while_loop, window_chunks
+from .window_layout import (
+    OpenWindowWrites,
+    RANWindowLayout,
+    pick_window,
+    run_chain,
+    run_chain_while_loop,
+    window_chunks,
+)
 
 
 logger = logging.get_logger(__name__)
@@ -326,11 +333,6 @@ class RANMemoryReview(nn.Module):
         return self.norm(out), (probs if output_attentions else None)
 
 
-def _pick(x: torch.Tensor, index: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-    """(B, n, ...) -> (B, ...): window `index[b]` of each row b (window 0 without indexing when n is 1)."""
-    return x[:, 0] if x.shape[1] == 1 else x[rows, index]
-
-
 @dataclass
 class RANLayerState:
     """Recurrent state of one causal RAN layer between calls; all tensors are per row.
@@ -391,43 +393,32 @@ class RANLayerState:
             keys, values: (B, n, P + C, H, d) each window's keys and values (past slots first).
             review_keys, review_values: (B, n, D) review keys and values of `cells`.
         """
-        batch_size, num_windows = cells.shape[:2]
-        rows = torch.arange(batch_size, device=cells.device)
-        finished = layout.window_full.sum(-1)  # (B,) full windows: always a prefix of the row's windows
-        state = self._keep_open_window(layout, rows, finished, keys, values)
-        if num_windows == 1 and layout.last_window_unfinished:  # no row finished a window (most decoding steps)
+        writes = layout.open_window_writes()
+        state = self._keep_open_window(layout, writes, keys, values)
+        if cells.shape[1] == 1 and layout.last_window_unfinished:  # no row finished a window (most decoding steps)
             return state
-        return state._commit(rows, finished, cells, passed_cells, review_keys, review_values)
+        return state._commit(writes, cells, passed_cells, review_keys, review_values)
 
-    def _keep_open_window(self, layout: RANWindowLayout, rows: torch.Tensor, finished: torch.Tensor,
-                          keys: torch.Tensor, values: torch.Tensor) -> "RANLayerState":
-        """This state with the open window (the first unfinished one) holding its tokens' keys and values: the past
-        slots (when it is window 0), then its new slots. `rows` is `arange(B)`."""
-        num_windows = keys.shape[1]
-        open_window = finished.clamp(max=num_windows - 1)
-        slot_mask = _pick(layout.token_mask, open_window, rows) & (finished < num_windows)[:, None]  # (B, C)
-        offset = layout.offset if layout.offset is not None else torch.zeros_like(finished)
-        offset = torch.where(open_window == 0, offset, 0)
-        window_length = torch.where(finished < num_windows, offset + slot_mask.sum(-1), 0)
-        # write the open window's new tokens after its `offset` earlier ones (slots past the length are masked)
-        target = offset[:, None] + torch.arange(slot_mask.shape[1], device=keys.device)[None, :]
-        index = (rows[:, None].expand_as(target)[slot_mask], target[slot_mask])
-        num_past = layout.num_past
-        window_keys = self.window_keys.to(keys.dtype).index_put(
-            index, _pick(keys, open_window, rows)[:, num_past:][slot_mask])
-        window_values = self.window_values.to(values.dtype).index_put(
-            index, _pick(values, open_window, rows)[:, num_past:][slot_mask])
-        return replace(self, window_keys=window_keys, window_values=window_values, window_length=window_length)
+    def _keep_open_window(self, layout: RANWindowLayout, writes: OpenWindowWrites, keys: torch.Tensor,
+                          values: torch.Tensor) -> "RANLayerState":
+        """This state with the open window holding its tokens' keys and values: the past slots (when it is window 0),
+        then its new slots (`writes`; slots past the window length are masked)."""
+        new_slots = [pick_window(t, writes.open_window, writes.rows)[:, layout.num_past:][writes.slot_mask]
+                     for t in (keys, values)]
+        window_keys = self.window_keys.to(keys.dtype).index_put(writes.cache_index, new_slots[0])
+        window_values = self.window_values.to(values.dtype).index_put(writes.cache_index, new_slots[1])
+        return replace(self, window_keys=window_keys, window_values=window_values, window_length=writes.window_length)
 
-    def _commit(self, rows: torch.Tensor, finished: torch.Tensor, cells: torch.Tensor, passed_cells: torch.Tensor,
+    def _commit(self, writes: OpenWindowWrites, cells: torch.Tensor, passed_cells: torch.Tensor,
                 review_keys: torch.Tensor, review_values: torch.Tensor) -> "RANLayerState":
-        """This state with each row's `finished` windows committed: the last one's cells become the row's cell and
-        previous cell, and their review keys and values are appended to the row's history."""
+        """This state with each row's `writes.finished` windows committed: the last one's cells become the row's cell
+        and previous cell, and their review keys and values are appended to the row's history."""
+        rows, finished = writes.rows, writes.finished
         num_windows = cells.shape[1]
         last = (finished - 1).clamp(min=0)
         done = (finished > 0)[:, None]
-        cell = torch.where(done, _pick(passed_cells, last, rows), self.cell)
-        previous_cell = torch.where(done, _pick(cells, last, rows), self.previous_cell)
+        cell = torch.where(done, pick_window(passed_cells, last, rows), self.cell)
+        previous_cell = torch.where(done, pick_window(cells, last, rows), self.previous_cell)
         # review history: row b keeps its entries [0, review_length) and appends its `finished` new cells
         history_size = self.review_keys.shape[1]
         review_length = self.review_length + finished
@@ -708,8 +699,7 @@ class RANLayer(GradientCheckpointingLayer):
             s = self.initial_cell(cell, batch_size, like)
             previous_c, has_previous = torch.zeros_like(s), s.new_zeros(batch_size, dtype=torch.bool)
         # whether a row has finished a window before window i (no cell residual until then, eq. 7)
-        seen = layout.window_mask.long().cumsum(1) - layout.window_mask.long()
-        has_previous = has_previous[:, None] | (seen > 0)  # (B, n)
+        has_previous = has_previous[:, None] | layout.after_first_window()  # (B, n)
         drop_passed = None
         if self.training and self.dropout.p > 0 and state is None:
             window_index = torch.arange(num_windows, device=like.device)

@@ -8,6 +8,7 @@ cell chain of `RANLayer.forward`.
 """
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -26,6 +27,24 @@ def window_chunks(num_windows: int, capacity: int, device: torch.device) -> list
         return [slice(0, num_windows)]
     step = max(1, CPU_TOKEN_CHUNK // max(capacity, 1))
     return [slice(start, min(start + step, num_windows)) for start in range(0, num_windows, step)]
+
+
+def pick_window(x: torch.Tensor, index: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """(B, n, ...) -> (B, ...): window `index[b]` of each row b (window 0 without indexing when n is 1); `rows` is
+    `arange(B)`."""
+    return x[:, 0] if x.shape[1] == 1 else x[rows, index]
+
+
+class OpenWindowWrites(NamedTuple):
+    """Causal: what a call leaves in the open window (the first unfinished one) of each row, the same for every
+    layer (`RANWindowLayout.open_window_writes`)."""
+
+    rows: torch.Tensor  # (B,) arange(B)
+    finished: torch.Tensor  # (B,) windows the row finishes in this call: always a prefix of its windows
+    open_window: torch.Tensor  # (B,) index of the open window among this call's windows (clamped to the last)
+    slot_mask: torch.Tensor  # (B, C) bool: the open window's slots that hold a token of this call
+    window_length: torch.Tensor  # (B,) tokens in the open window after this call
+    cache_index: tuple[torch.Tensor, torch.Tensor]  # (row, cache slot) of each True entry of `slot_mask`
 
 
 @dataclass
@@ -233,6 +252,33 @@ class RANWindowLayout:
             return positions
         first = (torch.arange(self.num_windows, device=positions.device) == 0)[None, :, None]
         return positions[None, None, :] + torch.where(first, self.offset[:, None, None], 0)
+
+    def after_first_window(self) -> torch.Tensor:
+        """(B, n) bool: whether the row has a real window before window i of this call."""
+        return self.once("after_first_window", self._after_first_window)
+
+    def _after_first_window(self) -> torch.Tensor:
+        real = self.window_mask.long()
+        return (real.cumsum(1) - real) > 0
+
+    def open_window_writes(self) -> OpenWindowWrites:
+        """Causal: the open window of each row after this call ([`OpenWindowWrites`]): its new tokens go after the
+        `offset` earlier ones when it is window 0 (a continued window), at slot 0 otherwise."""
+        return self.once("open_window_writes", self._open_window_writes)
+
+    def _open_window_writes(self) -> OpenWindowWrites:
+        device = self.token_mask.device
+        rows = torch.arange(self.token_mask.shape[0], device=device)
+        finished = self.window_full.sum(-1)
+        open_window = finished.clamp(max=self.num_windows - 1)
+        has_open = finished < self.num_windows
+        slot_mask = pick_window(self.token_mask, open_window, rows) & has_open[:, None]
+        offset = self.offset if self.offset is not None else torch.zeros_like(finished)
+        offset = torch.where(open_window == 0, offset, 0)
+        window_length = torch.where(has_open, offset + slot_mask.sum(-1), 0)
+        target = offset[:, None] + torch.arange(slot_mask.shape[1], device=device)[None, :]
+        cache_index = (rows[:, None].expand_as(target)[slot_mask], target[slot_mask])
+        return OpenWindowWrites(rows, finished, open_window, slot_mask, window_length, cache_index)
 
     def key_mask(self) -> torch.Tensor | None:
         """(B, n, P + C) bool: the keys of each window, past slots (first window only) then slots; None if all real."""
