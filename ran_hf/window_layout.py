@@ -91,7 +91,7 @@ class RANWindowLayout:
     num_past: int = field(init=False)  # key slots in front of each window for the open window's earlier tokens
     last_window_unfinished: bool = field(init=False)  # causal: no row finishes the last window (the chain stops)
     every_slot_real: bool = field(init=False)  # eager, no offset: every slot holds a real token (no key mask)
-    # masks and positions built from the layout alone, once per forward for all layers (`once`)
+    # values every layer of a forward reads alike (masks, positions, the open window's writes), built once (`once`)
     _built: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -232,8 +232,8 @@ class RANWindowLayout:
         return x.narrow(1, 0, count)
 
     def once(self, key, build, *args):
-        """`build(*args)` the first time `key` is asked for; every layer of a forward then reads the same tensor
-        (the layout's own masks and positions, and the layers' rotary cos/sin).
+        """`build(*args)` the first time `key` is asked for; every layer of a forward then reads the same value (the
+        layout's masks and positions, the layers' rotary cos/sin, the causal review mask and open-window writes).
         Under `torch.compile` / `torch.export` every call builds (the compiler removes the repeats; a dict of tensors
         on the layout would become a guard, and a static layout's chunk bounds are symbolic)."""
         if self.static or torch.compiler.is_compiling():

@@ -1,7 +1,7 @@
 # Copyright 2026 The ran_hf authors. Licensed under the Apache License, Version 2.0.
 """Fine-tune a pretraining peer (a `BertForMaskedLM` or `ModernBertForMaskedLM` folder written by `collect.py`) for
-classification with `run_scripts/run_classification.py`, so its data, dev split, training loop and report (test accuracy and macro-F1,
-overall and on the documents over 512 tokens) are the RAN runs' own:
+classification with `run_scripts/run_classification.py`, so its data, dev split, training loop and report (test
+accuracy and macro-F1, overall and on the documents over 512 tokens) are the RAN runs' own:
 
     python -m research.pretraining.finetune_peer --checkpoint outputs/pretrained/bert-books-small --mode first512 \\
         --seed 42 --output_dir outputs/peer/first512-seed42 [run_classification.py flags ...]
