@@ -38,7 +38,7 @@ data shipped in `run_scripts/data/hyperpartisan/` (official train split, a strat
 split for model selection; evaluated once on the official publisher-disjoint test split, next to the majority-class
 baseline) and writes `outputs/hyperpartisan`. The `from-scratch` recipe (`--recipe`, `run_scripts/helpers/recipes.py`):
 hidden 256, 4 layers, 4 heads x 64, window 256, lr 2e-4, 3 epochs. The default job adds three settings (see
-`DEFAULT_JOB_ARGS`): the label names (0 = not-hyperpartisan, 1 = hyperpartisan), the 8k WordPiece vocabulary
+`default_job_arguments`): the label names (0 = not-hyperpartisan, 1 = hyperpartisan), the 8k WordPiece vocabulary
 shipped in `run_scripts/data/hyperpartisan/tokenizer` (trained on the train split; shipped so that a seed gives the
 same result every run) and `--max_length 1024` (75% of the training articles and 72% of the test articles whole, 95%
 at 2,048, which the recipe was not chosen with). Batch 8 grouped by length, one torch thread. About 7-10 minutes on
@@ -53,6 +53,7 @@ Other examples:
         --test_file test.jsonl --output_dir outputs/my_task --num_train_epochs 3
     python run_scripts/run_classification.py --recipe from-scratch-average --train_file 20ng/train.jsonl \
         --test_file 20ng/test.jsonl --validation_split_percentage 10 --max_length 2048 --output_dir outputs/20ng
+    python run_scripts/run_classification.py --recipe pretrained --model_name_or_path outputs/mlm-adapted
     python run_scripts/run_classification.py --model_name_or_path outputs/mlm --train_file train.csv \
         --test_file test.csv --output_dir outputs/from_mlm --learning_rate 1e-4
 
@@ -90,7 +91,7 @@ from run_scripts.helpers.data_files import (
     split_columns,
 )
 from run_scripts.helpers.model_args import RANModelArguments, build_model
-from run_scripts.helpers.recipes import RECIPES, Recipe, get_recipe
+from run_scripts.helpers.recipes import RECIPES, Recipe, select_recipe
 from run_scripts.helpers.reports import (
     classification_scores,
     command_line,
@@ -156,9 +157,11 @@ class ModelArguments(RANModelArguments):
     tokenizer_vocab_size: int = field(default=8000, metadata={"help": "Vocabulary of a tokenizer trained here."})
     recipe: str = field(
         default=DEFAULT_RECIPE,
-        metadata={"help": "Ignored with --model_name_or_path. 'pretrained' fine-tunes the RAN pretrained on books "
-                          "(pretrained/ran-books-small, with its 16k tokenizer) with mean pooling in the cell "
-                          "transform, 3 epochs at lr 3e-4 with 10%% linear warm-up. 'from-scratch' trains from "
+        metadata={"help": "'pretrained' fine-tunes the RAN pretrained on books (pretrained/ran-books-small, with "
+                          "its 16k tokenizer) with mean pooling in the cell transform, 3 epochs at lr 3e-4 with 10%% "
+                          "linear warm-up; with --model_name_or_path it fine-tunes that checkpoint the same way (a "
+                          "run with --model_name_or_path and no --recipe uses the script's own defaults; the other "
+                          "recipes train from random weights and refuse a checkpoint). 'from-scratch' trains from "
                           "random weights with memory_review_residual (without it the full model stalls at chance: "
                           "research/stall_diagnosis/README.md) and mean pooling in the cell transform, D 256 x 4 "
                           "layers (4 x 64 heads, window 256), 3 epochs at lr 2e-4 with 10%% linear warm-up; "
@@ -327,8 +330,7 @@ def main(argv: list[str] | None = None) -> dict:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = HfArgumentParser((ModelArguments, DataTrainingArguments, TrainingArguments))
     default_job = not any(a.split("=", 1)[0] in DATA_FLAGS for a in argv)
-    own_checkpoint = flag_value(argv, "--model_name_or_path") is not None
-    recipe = None if own_checkpoint else get_recipe(flag_value(argv, "--recipe") or DEFAULT_RECIPE)
+    recipe = select_recipe(flag_value(argv, "--recipe"), flag_value(argv, "--model_name_or_path"), DEFAULT_RECIPE)
     defaults = SCRIPT_DEFAULTS + (recipe.arguments() if recipe else []) + (
         default_job_arguments(recipe) if default_job else [])
     model_args, data_args, training_args = parse_args(parser, argv, defaults)

@@ -25,7 +25,7 @@ own 16k tokenizer, the `from-scratch` pooling and schedule at lr 3e-4. On Hyperp
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 
@@ -69,3 +69,21 @@ def get_recipe(name: str) -> Recipe:
     if name not in RECIPES:
         raise ValueError(f"--recipe must be one of {sorted(RECIPES)}, got {name!r}.")
     return RECIPES[name]
+
+
+def select_recipe(name: str | None, checkpoint: str | None, default: str) -> Recipe | None:
+    """The recipe of a run given `--recipe name` (None: not given) and `--model_name_or_path checkpoint`.
+
+    Without a checkpoint: the named recipe, or `default`. With one: no recipe (the script's own defaults), unless
+    `--recipe` names a recipe that fine-tunes a checkpoint; its flags and config then apply to the given checkpoint
+    (e.g. `--recipe pretrained` on a copy of the books checkpoint adapted further)."""
+    if checkpoint is None:
+        return get_recipe(name or default)
+    if name is None:
+        return None
+    recipe = get_recipe(name)
+    if recipe.checkpoint is None:
+        raise ValueError(f"--recipe {name} trains from random weights and cannot start from --model_name_or_path "
+                         f"{checkpoint}; drop one of the two (recipes that fine-tune a checkpoint: "
+                         f"{sorted(r.name for r in RECIPES.values() if r.checkpoint)}).")
+    return replace(recipe, checkpoint=checkpoint)

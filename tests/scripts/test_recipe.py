@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from run_scripts import run_classification
-from run_scripts.helpers.recipes import RECIPES, get_recipe
+from run_scripts.helpers.recipes import RECIPES, get_recipe, select_recipe
 
 
 SIZE = ["--hidden_size", "16", "--num_hidden_layers", "1", "--num_attention_heads", "2", "--attention_head_size", "8",
@@ -108,6 +108,22 @@ def test_own_checkpoint_on_the_default_job_keeps_its_own_tokenizer(tmp_path):
     saved = json.loads((out / "tokenizer.json").read_text())["model"]["vocab"]
     assert saved == json.loads((Path(checkpoint) / "tokenizer.json").read_text())["model"]["vocab"]
     assert "--tokenizer_name" not in run_classification.default_job_arguments(None)
+
+
+def test_pretrained_recipe_applies_to_a_checkpoint_given_with_it(tmp_path):
+    """`--recipe pretrained --model_name_or_path DIR` fine-tunes DIR (e.g. the books checkpoint adapted further) with
+    the recipe's pooling and schedule; a from-scratch recipe with a checkpoint is refused, not silently dropped."""
+    checkpoint, authors, _ = run(tmp_path, "authors", "--recipe", "authors")
+    assert authors["pooler_mode"] == "cell_max"
+    _, config, args = run(tmp_path, "adapted", "--recipe", "pretrained", "--model_name_or_path", str(checkpoint))
+    assert config["hidden_size"] == 16  # the given checkpoint, not the shipped one
+    assert config["pooler_mode"] == "cell_mean" and args.num_train_epochs == 3  # the recipe's (the script's: 6)
+    _, config, args = run(tmp_path, "plain", "--model_name_or_path", str(checkpoint))
+    assert config["pooler_mode"] == "cell_max" and args.num_train_epochs == 6
+    for name in ("from-scratch", "from-scratch-average", "authors"):
+        with pytest.raises(ValueError, match=f"--recipe {name} trains from random weights"):
+            select_recipe(name, str(checkpoint), "from-scratch")
+    assert select_recipe(None, None, "from-scratch") is RECIPES["from-scratch"]
 
 
 def test_unknown_recipe_is_a_clear_error():
