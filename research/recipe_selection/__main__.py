@@ -43,6 +43,8 @@ import numpy as np
 D128_RECIPE = ["--hidden_size", "128", "--num_hidden_layers", "2", "--num_attention_heads", "4",
                "--attention_head_size", "32", "--window_size", "128", "--learning_rate", "1e-3",
                "--num_train_epochs", "6", "--max_length", "2048"]
+# Built by the masked-LM command of research/pretraining/README.md ("Task-adaptive pretraining"); not shipped.
+ADAPTED_CHECKPOINT = "outputs/adapted/ran-books-small-hyperpartisan"
 CANDIDATES = {
     # the `from-scratch` recipe: the pretrained RAN's size (research/pretraining/README.md) from scratch, 3 epochs
     # of 1,024 tokens at lr 2e-4
@@ -70,6 +72,9 @@ CANDIDATES = {
     # the plain mean of the pretrained token outputs as the document vector: the cell-mean pooler's cell transform
     # starts from weights that masked-token prediction never trained, while every token output did
     "pretrained-average": ["--recipe", "pretrained", "--config_overrides", "pooler_mode=token_mean"],
+    # the pretrained RAN after 6 more epochs of masked-LM training on the training articles' text (task-adaptive
+    # pretraining: research/pretraining/README.md), fine-tuned with the `pretrained` recipe
+    "pretrained-adapted": ["--recipe", "pretrained", "--model_name_or_path", ADAPTED_CHECKPOINT],
     # one epoch instead of three (a reduced protocol for the larger datasets on two CPU cores): 20 Newsgroups' average
     # pooling from random weights and from the pretrained RAN; IMDB's recipe from the pretrained RAN
     "average-pooling-1-epoch": ["--config_overrides", "pooler_mode=token_mean", "--num_train_epochs", "1"],
@@ -172,6 +177,17 @@ def starts_from_checkpoint(candidate: str) -> bool:
 
     recipe = flag_value(CANDIDATES[candidate], "--recipe")
     return recipe is not None and get_recipe(recipe).checkpoint is not None
+
+
+def check_checkpoint(candidate: str) -> None:
+    """A candidate that fine-tunes a checkpoint built beforehand (not shipped) needs that folder."""
+    from run_scripts.helpers.trainer_setup import flag_value
+
+    checkpoint = flag_value(CANDIDATES[candidate], "--model_name_or_path")
+    if checkpoint is not None and not (Path(checkpoint) / "config.json").is_file():
+        raise FileNotFoundError(f"Candidate {candidate} fine-tunes {checkpoint}, which does not exist here: build it "
+                                f"first with the masked-LM command in research/pretraining/README.md "
+                                f"(\"Task-adaptive pretraining\").")
 
 
 def candidate_data_flags(candidate: str, data_flags: list[str]) -> list[str]:
@@ -340,6 +356,8 @@ def main(argv=None):
         data_flags = dataset_flags(args.dataset, args.data_dir, args.output_dir)
         if not all(starts_from_checkpoint(candidate) for candidate in args.candidates):
             ensure_tokenizer(data_flags, args.output_dir)
+        for candidate in args.candidates:
+            check_checkpoint(candidate)
         todo = [(c, s) for s in args.seeds for c in args.candidates if finished(args.output_dir, c, s) is None]
         todo.sort(key=lambda run: alive(args.output_dir, *run) is None)  # adopt live runs first
         running: list[tuple[str, int, subprocess.Popen, float]] = []

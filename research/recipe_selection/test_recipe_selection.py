@@ -7,8 +7,9 @@ import pytest
 from transformers import AutoTokenizer
 
 from research import recipe_selection
-from research.recipe_selection.__main__ import (CANDIDATES, collect, dataset_flags, ensure_tokenizer, epoch_history,
-                                                finished, format_table, main, report, run_command, run_dir)
+from research.recipe_selection.__main__ import (ADAPTED_CHECKPOINT, CANDIDATES, collect, dataset_flags,
+                                                ensure_tokenizer, epoch_history, finished, format_table, main, report,
+                                                run_command, run_dir)
 
 
 def write(tmp_path, candidate, seed, **metrics):
@@ -145,3 +146,15 @@ def test_report_keeps_each_finished_runs_dev_scores_per_epoch(tmp_path):
     report(tmp_path, [1, 2])
     epochs = json.loads((tmp_path / "epochs.json").read_text())
     assert list(epochs) == ["recipe/seed1"] and epochs["recipe/seed1"] == epoch_history({"log_history": log})
+
+
+def test_a_candidate_on_a_checkpoint_built_beforehand_needs_it(tmp_path, monkeypatch):
+    """`pretrained-adapted` fine-tunes a checkpoint that is built by a command, not shipped: without that folder the
+    driver stops before launching anything and names the command; with it, the run keeps the checkpoint's tokenizer."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(FileNotFoundError, match="Task-adaptive pretraining"):
+        main(["--output_dir", str(tmp_path / "study"), "--candidates", "pretrained-adapted", "--seeds", "42"])
+    assert not (tmp_path / "study").exists()
+    command = run_command(tmp_path / "study", "pretrained-adapted", 42, ["--tokenizer_name", "tok"])
+    assert "--tokenizer_name" not in command
+    assert command[command.index("--model_name_or_path") + 1] == ADAPTED_CHECKPOINT
