@@ -353,11 +353,11 @@ def main(argv=None):
     if args.threads < 1 or args.parallel < 1:
         parser.error(f"--threads {args.threads} --parallel {args.parallel}: both must be at least 1.")
     if not args.report_only:
+        for candidate in args.candidates:  # before any work: a missing checkpoint stops the study at once
+            check_checkpoint(candidate)
         data_flags = dataset_flags(args.dataset, args.data_dir, args.output_dir)
         if not all(starts_from_checkpoint(candidate) for candidate in args.candidates):
             ensure_tokenizer(data_flags, args.output_dir)
-        for candidate in args.candidates:
-            check_checkpoint(candidate)
         todo = [(c, s) for s in args.seeds for c in args.candidates if finished(args.output_dir, c, s) is None]
         todo.sort(key=lambda run: alive(args.output_dir, *run) is None)  # adopt live runs first
         running: list[tuple[str, int, subprocess.Popen, float]] = []
