@@ -87,17 +87,12 @@ class RANWindowLayout:
     causal: bool
     all_real: bool
     static: bool = False
-    # values the layers read, each read from the device once per forward (in `__post_init__`), not once per layer
-    num_past: int = field(init=False)  # key slots in front of each window for the open window's earlier tokens
-    last_window_unfinished: bool = field(init=False)  # causal: no row finishes the last window (the chain stops)
-    every_slot_real: bool = field(init=False)  # eager, no offset: every slot holds a real token (no key mask)
+    # values the layers read, all read from the device in one transfer by `from_mask` (none for a static layout)
+    num_past: int = 0  # key slots in front of each window for the open window's earlier tokens
+    last_window_unfinished: bool = False  # causal: no row finishes the last window (the chain stops)
+    every_slot_real: bool = False  # eager, no offset: every slot holds a real token (no key mask)
     # values every layer of a forward reads alike (masks, positions, the open window's writes), built once (`once`)
     _built: dict = field(default_factory=dict, init=False, repr=False, compare=False)
-
-    def __post_init__(self):
-        self.num_past = int(self.offset.max()) if self.offset is not None else 0
-        self.last_window_unfinished = self.causal and not bool(self.window_full[:, -1].any())
-        self.every_slot_real = not self.static and self.offset is None and bool(self.token_mask.all())
 
     @classmethod
     def from_mask(
@@ -106,79 +101,55 @@ class RANWindowLayout:
     ) -> "RANWindowLayout":
         """Layout of the real tokens `sequence_mask` (B, L); `offset` (B,) continues open windows (causal only).
 
-        `static=True` (bidirectional only; used under `torch.compile` / `torch.export`) sizes the grid from the
-        tensor shape alone, never from the mask's values: `ceil(L / W) + 1` windows of `W + min_window_size - 1`
-        slots (room for a merged remainder), pad-only windows and slots masked out. The outputs are the same; the
-        grid is just not trimmed to the batch's real lengths.
+        The windows are first laid out on a grid sized from the tensor shape alone, `ceil(L / W) + 1` windows (an
+        offset is below W, so it adds at most one). Eager, every value the grid's final size and the layers depend
+        on (window count and capacity, whether the plain reshape serves, the causal flags) is then read from the
+        device in one transfer, and the grid is trimmed to the batch's real lengths.
+
+        `static=True` (bidirectional only; used under `torch.compile` / `torch.export`) reads nothing: it keeps the
+        shape-sized grid, with `W + min_window_size - 1` slots (room for a merged remainder), pad-only windows and
+        slots masked out. The outputs are the same; the grid is just not trimmed.
         """
-        batch_size, seq_len = sequence_mask.shape
-        device = sequence_mask.device
+        seq_len = sequence_mask.shape[1]
         if causal:
             min_window_size = 0
         if static and (causal or offset is not None):
             raise ValueError("RANWindowLayout: a static layout is bidirectional (no causal mode, no offset).")
-        if offset is not None and not bool((offset > 0).any()):
-            offset = None
         lengths = sequence_mask.sum(-1)
         start = offset if offset is not None else torch.zeros_like(lengths)
         stream_length = start + lengths  # the row's positions counted from the start of its first window
         windows_per_row = _windows_per_row(stream_length, window_size, min_window_size)
         windows_per_row = torch.where(lengths > 0, windows_per_row, 0)
-        if static:  # one spare (pad-only) window keeps the window axis >= 2: size 1 would be specialized on
-            num_windows = (seq_len + 2 * window_size - 1) // window_size  # ceil(L / W) + 1, as one floor division
-        else:
-            num_windows = max(int(windows_per_row.max()), 1)
 
-        window_index = torch.arange(num_windows, device=device)
-        # each window's first and last stream position (the last window of a row runs to the row's end)
-        window_begin = torch.maximum(window_index[None, :] * window_size, start[:, None])
-        is_last = window_index[None, :] == windows_per_row[:, None] - 1
-        window_end = torch.where(is_last, stream_length[:, None], (window_index[None, :] + 1) * window_size)
-        window_sizes = torch.where(window_index[None, :] < windows_per_row[:, None], window_end - window_begin, 0)
-        window_full = (window_sizes > 0) & (window_end - window_index[None, :] * window_size >= window_size)
+        # one spare (pad-only) window keeps a static window axis >= 2: size 1 would be specialized on
+        num_windows = (seq_len + 2 * window_size - 1) // window_size  # ceil(L / W) + 1, as one floor division
+        window_sizes, window_full, first_token = _split_rows(start, stream_length, windows_per_row, num_windows,
+                                                             window_size)
         if static:
-            window_capacity = window_size + max(min_window_size - 1, 0)
+            window_capacity, read = window_size + max(min_window_size - 1, 0), {}
         else:
-            window_capacity = max(int(window_sizes.max()), 1)
-        if not causal and not static:
-            window_capacity = max(window_capacity, min(window_size, seq_len))
-            if num_windows > 1:
-                window_capacity = max(window_capacity, window_size)
-        slot_index = torch.arange(window_capacity, device=device)
+            read = _read_eager_sizes(sequence_mask, lengths, offset, windows_per_row, window_sizes, window_full,
+                                     first_token, window_size, causal)
+            num_windows, window_capacity = read["num_windows"], read["window_capacity"]
+            window_sizes, window_full, first_token = (
+                window_sizes[:, :num_windows], window_full[:, :num_windows], first_token[:, :num_windows])
+            if read["num_past"] == 0:
+                offset = None
+        slot_index = torch.arange(window_capacity, device=sequence_mask.device)
         token_mask = slot_index[None, None, :] < window_sizes[:, :, None]
-        window_mask = window_sizes > 0
-        first_token = window_begin - start[:, None]  # index of each window's first token among the row's real tokens
 
-        layout = dict(token_mask=token_mask, window_mask=window_mask, window_full=window_full, lengths=lengths,
+        layout = dict(token_mask=token_mask, window_mask=window_sizes > 0, window_full=window_full, lengths=lengths,
                       windows_per_row=windows_per_row, offset=offset, sequence_mask=sequence_mask,
                       num_windows=num_windows, window_capacity=window_capacity, window_size=window_size, causal=causal,
-                      static=static)
-        if not static:  # eager: the common cases skip the index arithmetic (these checks read the mask's values)
-            positions = torch.arange(seq_len, device=device)
-            right_padded = bool((sequence_mask == (positions[None, :] < lengths[:, None])).all())
-            natural = torch.where(window_mask, first_token == window_index[None, :] * window_capacity, True)
-            if right_padded and seq_len <= num_windows * window_capacity and bool(natural.all()):
-                return cls(gather_index=None, scatter_index=None, all_real=bool(sequence_mask.all()), **layout)
+                      static=static, all_real=read.get("all_real", False), num_past=read.get("num_past", 0),
+                      last_window_unfinished=causal and not read.get("last_window_finished", True),
+                      every_slot_real=offset is None and read.get("every_slot_real", False))
+        if read.get("plain_reshape"):  # eager: the common cases skip the index arithmetic
+            return cls(gather_index=None, scatter_index=None, **layout)
 
-        # each real token's window and slot, from its rank among the row's real tokens (pure index arithmetic, so
-        # the shapes never depend on the mask's values)
-        rank = sequence_mask.long().cumsum(-1) - 1
-        window = torch.div(rank + start[:, None], window_size, rounding_mode="floor")
-        window = torch.minimum(window.clamp(min=0), (windows_per_row - 1).clamp(min=0)[:, None])
-        slot = rank - torch.gather(first_token, 1, window)
-        grid_size = num_windows * window_capacity
-        grid_slot = window * window_capacity + slot  # (B, L) slot of each real token in its row's grid
-        grid_offset = torch.arange(batch_size, device=device)[:, None] * grid_size
-        scatter = torch.where(sequence_mask, grid_offset + grid_slot, 0)
-        # the inverse map: every grid slot's input position (empty slots read the row's first position, then are
-        # zeroed by `token_mask`); pads write to one extra slot per row that is dropped
-        row_offset = torch.arange(batch_size, device=device)[:, None] * seq_len
-        source = row_offset.expand(batch_size, grid_size + 1)
-        positions = row_offset + torch.arange(seq_len, device=device)[None, :]
-        gather_index = source.scatter(1, torch.where(sequence_mask, grid_slot, grid_size), positions)
-        gather_index = gather_index[:, :grid_size].reshape(-1)
-        return cls(gather_index=gather_index, scatter_index=scatter.reshape(-1),
-                   all_real=not static and bool(sequence_mask.all()), **layout)
+        gather_index, scatter_index = _grid_indices(sequence_mask, start, windows_per_row, first_token, num_windows,
+                                                    window_capacity, window_size)
+        return cls(gather_index=gather_index, scatter_index=scatter_index, **layout)
 
     def to_grid(self, x: torch.Tensor) -> torch.Tensor:
         """(B, L, ...) sequence -> (B, num_windows, window_capacity, ...) grid; empty slots are zero."""
@@ -322,6 +293,83 @@ def _windows_per_row(lengths: torch.Tensor, window_size: int, min_window_size: i
     remainder = lengths - (count - 1).clamp(min=0) * window_size
     merge = (count > 1) & (remainder < min_window_size)
     return count - merge.long()
+
+
+def _split_rows(
+    start: torch.Tensor, stream_length: torch.Tensor, windows_per_row: torch.Tensor, num_windows: int, window_size: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Each row's windows on a grid of `num_windows` (at least the most any row has): (B, n) real tokens per window,
+    whether the window ends inside the input (all W positions seen), and the index of its first token among the row's
+    real tokens. A row's stream starts at `start` (its offset) and ends at `stream_length`."""
+    window_index = torch.arange(num_windows, device=start.device)[None, :]
+    window_begin = torch.maximum(window_index * window_size, start[:, None])
+    is_last = window_index == windows_per_row[:, None] - 1  # the last window of a row runs to the row's end
+    window_end = torch.where(is_last, stream_length[:, None], (window_index + 1) * window_size)
+    window_sizes = torch.where(window_index < windows_per_row[:, None], window_end - window_begin, 0)
+    window_full = (window_sizes > 0) & (window_end - window_index * window_size >= window_size)
+    return window_sizes, window_full, window_begin - start[:, None]
+
+
+def _grid_indices(
+    sequence_mask: torch.Tensor, start: torch.Tensor, windows_per_row: torch.Tensor, first_token: torch.Tensor,
+    num_windows: int, window_capacity: int, window_size: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`RANWindowLayout.gather_index` and `scatter_index`: each real token's window and slot from its rank among the
+    row's real tokens (pure index arithmetic, so the shapes never depend on the mask's values)."""
+    batch_size, seq_len = sequence_mask.shape
+    device = sequence_mask.device
+    rank = sequence_mask.long().cumsum(-1) - 1
+    window = torch.div(rank + start[:, None], window_size, rounding_mode="floor")
+    window = torch.minimum(window.clamp(min=0), (windows_per_row - 1).clamp(min=0)[:, None])
+    slot = rank - torch.gather(first_token, 1, window)
+    grid_size = num_windows * window_capacity
+    grid_slot = window * window_capacity + slot  # (B, L) slot of each real token in its row's grid
+    grid_offset = torch.arange(batch_size, device=device)[:, None] * grid_size
+    scatter = torch.where(sequence_mask, grid_offset + grid_slot, 0)
+    # the inverse map: every grid slot's input position (empty slots read the row's first position, then are
+    # zeroed by `token_mask`); pads write to one extra slot per row that is dropped
+    row_offset = torch.arange(batch_size, device=device)[:, None] * seq_len
+    source = row_offset.expand(batch_size, grid_size + 1)
+    positions = row_offset + torch.arange(seq_len, device=device)[None, :]
+    gather_index = source.scatter(1, torch.where(sequence_mask, grid_slot, grid_size), positions)
+    return gather_index[:, :grid_size].reshape(-1), scatter.reshape(-1)
+
+
+def _read_eager_sizes(
+    sequence_mask: torch.Tensor, lengths: torch.Tensor, offset: torch.Tensor | None, windows_per_row: torch.Tensor,
+    window_sizes: torch.Tensor, window_full: torch.Tensor, first_token: torch.Tensor, window_size: int, causal: bool,
+) -> dict:
+    """What an eager layout reads from the device, computed there from the shape-sized grid (B, n_max) and read in
+    one `tolist` (one wait for the device per forward, where each read would be one wait):
+
+    num_windows: `max(windows_per_row)`, at least 1; window_capacity: the largest window (bidirectional: at least
+    `min(W, L)`, and W when there are several windows); plain_reshape: the input is right-padded and every real
+    window starts at `window * capacity`, so the grid is a reshape of the padded input; all_real: no pad;
+    every_slot_real: every window of the trimmed grid is full to capacity; last_window_finished: some row finishes
+    the grid's last window; num_past: the largest offset (0: no row continues an open window)."""
+    batch_size, seq_len = sequence_mask.shape
+    count = windows_per_row.max().clamp(min=1)
+    capacity = window_sizes.max().clamp(min=1)
+    if not causal:
+        capacity = capacity.clamp(min=min(window_size, seq_len))
+        capacity = torch.where(count > 1, capacity.clamp(min=window_size), capacity)
+    window_index = torch.arange(window_sizes.shape[1], device=sequence_mask.device)
+    starts_on_grid = torch.where(window_sizes > 0, first_token == window_index * capacity, True).all()
+    right_padded = (sequence_mask == (torch.arange(seq_len, device=sequence_mask.device) < lengths[:, None])).all()
+    in_grid = window_index < count  # the windows kept after trimming; the later ones are empty in every row
+    every_slot_real = torch.where(in_grid, window_sizes, capacity).min() >= capacity
+    last_window_finished = window_full.gather(1, (count - 1).expand(batch_size, 1)).any()
+    num_past = offset.max() if offset is not None else torch.zeros_like(count)
+    names = ("num_windows", "window_capacity", "starts_on_grid", "right_padded", "all_real", "every_slot_real",
+             "last_window_finished", "num_past")
+    values = (count, capacity, starts_on_grid, right_padded, sequence_mask.all(), every_slot_real,
+              last_window_finished, num_past)
+    read = dict(zip(names, torch.stack([v.long() for v in values]).tolist()))
+    for name in names[2:-1]:
+        read[name] = bool(read[name])
+    fits = seq_len <= read["num_windows"] * read["window_capacity"]
+    read["plain_reshape"] = read.pop("right_padded") & read.pop("starts_on_grid") & fits
+    return read
 
 
 def run_chain(step, carry, windows, num_steps: int):

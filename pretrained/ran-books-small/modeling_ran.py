@@ -397,7 +397,7 @@ class RANLayerState:
         state = self._keep_open_window(layout, writes, keys, values)
         if cells.shape[1] == 1 and layout.last_window_unfinished:  # no row finished a window (most decoding steps)
             return state
-        return state._commit(writes, cells, passed_cells, review_keys, review_values)
+        return state._commit(layout, writes, cells, passed_cells, review_keys, review_values)
 
     def _keep_open_window(self, layout: RANWindowLayout, writes: OpenWindowWrites, keys: torch.Tensor,
                           values: torch.Tensor) -> "RANLayerState":
@@ -409,10 +409,11 @@ class RANLayerState:
         window_values = self.window_values.to(values.dtype).index_put(writes.cache_index, new_slots[1])
         return replace(self, window_keys=window_keys, window_values=window_values, window_length=writes.window_length)
 
-    def _commit(self, writes: OpenWindowWrites, cells: torch.Tensor, passed_cells: torch.Tensor,
-                review_keys: torch.Tensor, review_values: torch.Tensor) -> "RANLayerState":
+    def _commit(self, layout: RANWindowLayout, writes: OpenWindowWrites, cells: torch.Tensor,
+                passed_cells: torch.Tensor, review_keys: torch.Tensor, review_values: torch.Tensor) -> "RANLayerState":
         """This state with each row's `writes.finished` windows committed: the last one's cells become the row's cell
-        and previous cell, and their review keys and values are appended to the row's history."""
+        and previous cell, and their review keys and values are appended to the row's history. The new history's
+        size is read from the device once per forward: every layer commits the same windows."""
         rows, finished = writes.rows, writes.finished
         num_windows = cells.shape[1]
         last = (finished - 1).clamp(min=0)
@@ -422,7 +423,8 @@ class RANLayerState:
         # review history: row b keeps its entries [0, review_length) and appends its `finished` new cells
         history_size = self.review_keys.shape[1]
         review_length = self.review_length + finished
-        position = torch.arange(int(review_length.max()), device=cells.device)[None, :]
+        new_size = layout.once(("review_size", history_size), lambda: int(review_length.max()))
+        position = torch.arange(new_size, device=cells.device)[None, :]
         source = torch.where(position < self.review_length[:, None], position,
                              history_size + position - self.review_length[:, None])
         source = source.clamp(max=history_size + num_windows - 1)[..., None].expand(-1, -1, review_keys.shape[-1])

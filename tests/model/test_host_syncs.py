@@ -1,8 +1,8 @@
 """Device-to-host reads of a training step. On an accelerator each read of a tensor's value from Python (`item`,
-`tolist`, `bool(t)`, `int(t)`, ...) waits for the device. The window layout needs a few per forward (the grid's
-size is data-dependent); a training step must add none: the input and label checks skip their reads on an
-accelerator with gradients on (`input_checks.reads_values`), and the layout's reads happen once per forward, not
-once per layer. Counted here on CPU with the accelerator rule of `reads_values` switched on."""
+`tolist`, `bool(t)`, `int(t)`, ...) waits for the device. The window layout reads once per forward (the grid's
+size is data-dependent), all its values in one transfer; a training step must add none: the input and label checks
+skip their reads on an accelerator with gradients on (`input_checks.reads_values`), and no layer reads the layout's
+values again. Counted here on CPU with the accelerator rule of `reads_values` switched on."""
 
 import pytest
 import torch
@@ -42,6 +42,22 @@ def layout_reads(host_reads, mask, causal: bool) -> int:
     return sum(host_reads.values())
 
 
+@pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
+@pytest.mark.parametrize("padded", [False, True], ids=["all-real", "padded"])
+def test_the_layout_reads_the_device_once(host_reads, causal, padded):
+    ids, mask = batch()
+    assert layout_reads(host_reads, mask if padded else torch.ones_like(mask), causal) == 1
+
+
+def test_a_continued_window_is_laid_out_in_one_read_and_a_static_layout_in_none(host_reads):
+    mask = torch.ones(2, 3, dtype=torch.bool)
+    RANWindowLayout.from_mask(mask, 8, causal=True, offset=torch.tensor([5, 0]))
+    assert sum(host_reads.values()) == 1
+    host_reads.clear()
+    RANWindowLayout.from_mask(mask, 8, 3, static=True)
+    assert sum(host_reads.values()) == 0
+
+
 def test_reads_values_is_off_on_an_accelerator_with_gradients_on():
     on_accelerator = torch.empty(2, device="meta")
     assert not input_checks.reads_values(on_accelerator)
@@ -68,11 +84,11 @@ def test_a_bidirectional_training_step_reads_only_what_the_layout_needs(cls, hos
     assert sum(host_reads.values()) == expected, dict(host_reads)
 
 
-def test_a_causal_training_step_reads_the_layout_and_one_history_length_per_layer(host_reads, monkeypatch):
+def test_a_causal_training_step_reads_the_layout_and_the_history_length_once(host_reads, monkeypatch):
     monkeypatch.setattr(input_checks, "reads_values", lambda tensor: False)
     ids, mask = batch()
     model = randomize(RANForCausalLM(tiny_config(num_hidden_layers=3))).train()
-    expected = layout_reads(host_reads, mask, causal=True) + 3  # each layer's state sizes its review history
+    expected = layout_reads(host_reads, mask, causal=True) + 1  # the layers' states size their review history alike
     host_reads.clear()
     model(ids, attention_mask=mask, labels=ids.masked_fill(mask == 0, -100)).loss.backward()
     assert sum(host_reads.values()) == expected, dict(host_reads)
@@ -90,7 +106,7 @@ def decoding_step_reads(host_reads, num_hidden_layers: int, prompt_length: int) 
 
 
 def test_a_decoding_step_reads_the_history_length_only_when_it_finishes_a_window(host_reads):
-    # token 11 of 8-token windows finishes none: no layer commits, so no layer reads
-    assert decoding_step_reads(host_reads, 3, 10) == decoding_step_reads(host_reads, 1, 10)
-    # token 16 finishes the second window: each layer sizes its new review history
-    assert decoding_step_reads(host_reads, 3, 15) == decoding_step_reads(host_reads, 1, 15) + 2
+    # token 11 of 8-token windows finishes none: the input checks and the layout read, no layer commits
+    assert decoding_step_reads(host_reads, 3, 10) == decoding_step_reads(host_reads, 1, 10) == 2
+    # token 16 finishes the second window: the layers size their new review history, all with one read
+    assert decoding_step_reads(host_reads, 3, 15) == decoding_step_reads(host_reads, 1, 15) == 3
