@@ -333,6 +333,12 @@ class RANMemoryReview(nn.Module):
         return self.norm(out), (probs if output_attentions else None)
 
 
+def review_entries(layout: RANWindowLayout) -> int:
+    """How many of a call's windows get a memory-review entry: all, except a causal call's last window when no row
+    finishes it (its cell is read by no token of the call, and committed by none)."""
+    return layout.num_windows - layout.last_window_unfinished
+
+
 @dataclass
 class RANLayerState:
     """Recurrent state of one causal RAN layer between calls; all tensors are per row.
@@ -345,6 +351,8 @@ class RANLayerState:
         window_length: (B,) tokens in the open window (< W).
         review_keys, review_values: (B, K, D) memory-review keys and values of `[s_0, c_1, .., c_m]`.
         review_length: (B,) valid entries of the review history (1 + finished windows).
+        open_cell_key, open_cell_value: (B, H, d) the key and value of `cell` that the open window's tokens read,
+            kept between decoding steps inside one window; None until a call has projected them (after a commit).
     """
 
     cell: torch.Tensor
@@ -356,6 +364,8 @@ class RANLayerState:
     review_keys: torch.Tensor
     review_values: torch.Tensor
     review_length: torch.Tensor
+    open_cell_key: torch.Tensor | None = None
+    open_cell_value: torch.Tensor | None = None
 
     @classmethod
     def start(cls, cell: torch.Tensor, review_key_value: tuple[torch.Tensor, torch.Tensor], window_size: int,
@@ -378,26 +388,25 @@ class RANLayerState:
         device = self.review_length.device
         history = torch.arange(self.review_keys.shape[1], device=device)[None, :] < self.review_length[:, None]
         window_of_slot = torch.arange(chunk.start, chunk.stop, device=device).repeat_interleave(layout.window_capacity)
-        earlier = torch.arange(layout.num_windows, device=device)[None, :] < window_of_slot[:, None]
+        earlier = torch.arange(review_entries(layout), device=device)[None, :] < window_of_slot[:, None]
         batch_size = history.shape[0]
         return torch.cat([history[:, None, :].expand(-1, len(window_of_slot), -1),
                           earlier[None].expand(batch_size, -1, -1)], dim=-1)
 
-    def advance(self, layout: RANWindowLayout, cells: torch.Tensor, passed_cells: torch.Tensor,
-                keys: torch.Tensor, values: torch.Tensor, review_keys: torch.Tensor,
-                review_values: torch.Tensor) -> "RANLayerState":
+    def advance(self, layout: RANWindowLayout, chain: "RANCellChain", keys: torch.Tensor,
+                values: torch.Tensor) -> "RANLayerState":
         """The state after this call: keep the open window's keys, and commit the windows it finished.
 
         Args:
-            cells, passed_cells: (B, n, D) `c_i` and `s_i` of this call's windows.
+            chain: this call's cell chain (`RANCellChain`: cells, passed cells, cell keys and values, review memory).
             keys, values: (B, n, P + C, H, d) each window's keys and values (past slots first).
-            review_keys, review_values: (B, n, D) review keys and values of `cells`.
         """
         writes = layout.open_window_writes()
         state = self._keep_open_window(layout, writes, keys, values)
-        if cells.shape[1] == 1 and layout.last_window_unfinished:  # no row finished a window (most decoding steps)
-            return state
-        return state._commit(layout, writes, cells, passed_cells, review_keys, review_values)
+        if chain.cells.shape[1] == 1 and layout.last_window_unfinished:  # no row finished a window (most decoding
+            # steps): the cell stays, and so do the key and value its window's tokens read
+            return replace(state, open_cell_key=chain.cell_keys[:, 0], open_cell_value=chain.cell_values[:, 0])
+        return state._commit(layout, writes, chain.cells, chain.passed_cells, *chain.review_memory)
 
     def _keep_open_window(self, layout: RANWindowLayout, writes: OpenWindowWrites, keys: torch.Tensor,
                           values: torch.Tensor) -> "RANLayerState":
@@ -415,7 +424,6 @@ class RANLayerState:
         and previous cell, and their review keys and values are appended to the row's history. The new history's
         size is read from the device once per forward: every layer commits the same windows."""
         rows, finished = writes.rows, writes.finished
-        num_windows = cells.shape[1]
         last = (finished - 1).clamp(min=0)
         done = (finished > 0)[:, None]
         cell = torch.where(done, pick_window(passed_cells, last, rows), self.cell)
@@ -427,20 +435,23 @@ class RANLayerState:
         position = torch.arange(new_size, device=cells.device)[None, :]
         source = torch.where(position < self.review_length[:, None], position,
                              history_size + position - self.review_length[:, None])
-        source = source.clamp(max=history_size + num_windows - 1)[..., None].expand(-1, -1, review_keys.shape[-1])
+        source = source.clamp(max=history_size + review_keys.shape[1] - 1)
+        source = source[..., None].expand(-1, -1, review_keys.shape[-1])
         all_keys = torch.cat([self.review_keys.to(review_keys.dtype), review_keys], 1)
         all_values = torch.cat([self.review_values.to(review_values.dtype), review_values], 1)
         return replace(self, cell=cell, previous_cell=previous_cell, has_previous=self.has_previous | done[:, 0],
                        review_keys=torch.gather(all_keys, 1, source),
-                       review_values=torch.gather(all_values, 1, source), review_length=review_length)
+                       review_values=torch.gather(all_values, 1, source), review_length=review_length,
+                       open_cell_key=None, open_cell_value=None)
 
     def map_batch(self, fn) -> "RANLayerState":
         """A new state with `fn` applied to every tensor along the batch axis (beam reorder, repeat, select)."""
-        return RANLayerState(**{name: fn(getattr(self, name)) for name in self.__dataclass_fields__})
+        return RANLayerState(**{name: fn(value) if value is not None else None
+                                for name, value in ((name, getattr(self, name)) for name in self.__dataclass_fields__)})
 
     def num_bytes(self) -> int:
         tensors = [getattr(self, name) for name in self.__dataclass_fields__]
-        return sum(tensor.numel() * tensor.element_size() for tensor in tensors)
+        return sum(tensor.numel() * tensor.element_size() for tensor in tensors if tensor is not None)
 
 
 class RANLayerOutput(NamedTuple):
@@ -629,8 +640,7 @@ class RANLayer(GradientCheckpointingLayer):
             windows, chain, layout, state, output_attentions)
         last_cell = chain.last_cell
         if state is not None:
-            state = state.advance(layout, chain.cells, chain.passed_cells, _cat(windows.keys, 1),
-                                  _cat(windows.values, 1), *chain.review_memory)
+            state = state.advance(layout, chain, _cat(windows.keys, 1), _cat(windows.values, 1))
             last_cell = state.cell  # the cell the open window starts from
         return RANLayerOutput(tokens, last_cell, chain.cells, state, window_probs, review_probs)
 
@@ -684,7 +694,7 @@ class RANLayer(GradientCheckpointingLayer):
                 windows, cell, state, layout, self.cell_initializer.weight.dtype)
         token_dtype = windows.keys[0].dtype
         return RANCellChain(cells, passed_cells, cell_keys.to(token_dtype), cell_values.to(token_dtype), last_cell,
-                            self._review_memory(cells))
+                            self._review_memory(cells[:, :review_entries(layout)]))
 
     def _run_cell_chain(
         self, windows: RANWindowProjections, cell: torch.Tensor | None, state: RANLayerState | None,
@@ -735,14 +745,22 @@ class RANLayer(GradientCheckpointingLayer):
             skip_last = layout.last_window_unfinished
             (s, _), outputs = run_chain(step, (s, previous_c), per_window, num_windows - skip_last)
             if skip_last:  # its cell would only be read by a later call, which recomputes it
-                _, _, k_cell, v_cell = self._project(s[:, None])
-                outputs.append((torch.zeros_like(s), s, k_cell[:, 0], v_cell[:, 0]))
+                outputs.append((torch.zeros_like(s), s, *self._open_cell_key_value(s, state, num_windows, dtype)))
             outputs = [_stack(t, 1) for t in zip(*outputs)]
         cells, passed_cells, cell_keys, cell_values = outputs
         cell_mask = layout.cell_mask
         if cell_mask is not None:
             cells = cells * cell_mask[..., None].to(cells.dtype)
         return cells, passed_cells, cell_keys, cell_values, s
+
+    def _open_cell_key_value(self, s: torch.Tensor, state: RANLayerState | None, num_windows: int,
+                             dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, H, d) key and value of the open window's incoming cell `s` (B, D): from the state when this call only
+        continues the window they were projected for (a decoding step inside a window), else projected."""
+        if num_windows == 1 and state is not None and state.open_cell_key is not None:
+            return state.open_cell_key.to(dtype), state.open_cell_value.to(dtype)
+        _, _, k_cell, v_cell = self._project(s[:, None])
+        return k_cell[:, 0], v_cell[:, 0]
 
     def attend_tokens(
         self, windows: RANWindowProjections, chain: RANCellChain, layout: RANWindowLayout,
@@ -771,6 +789,8 @@ class RANLayer(GradientCheckpointingLayer):
                 continue
             review_mask = state.review_mask(layout, chunk) if state is not None else layout.window_mask[:, None, :]
             out, review_probs = self.memory_review(y.flatten(1, 2), *review_memory, review_mask, output_attentions)
+            if review_probs is not None and layout.last_window_unfinished:  # the last window's cell, read by none
+                review_probs = F.pad(review_probs, (0, 1))
             outputs.append((out.unflatten(1, (chunk.stop - chunk.start, capacity)), window_probs, review_probs))
         return tuple(_cat(parts, 1) if parts[0] is not None else None for parts in zip(*outputs))
 

@@ -88,6 +88,30 @@ def test_token_by_token_and_chunked_prefill_equal_one_forward(dtype, tolerance):
     assert cache.get_seq_length() == 43 and isinstance(cache, RANCache)
 
 
+def test_a_decoding_step_inside_a_window_projects_only_its_token():
+    """The open window's cell key and value stay in the cache between the decoding steps of one window. A step
+    inside the window normalizes and projects its own token only (one call of each layer's row norm); the first
+    step after a commit, and a step that finishes a window, also project the window's cell (two)."""
+    model = make_lm()
+    ids = random_ids(2, 18, seed=3)
+    calls = []
+    for layer in model.base_model.layers:
+        layer.concat_norm.register_forward_hook(lambda *args: calls.append(1))
+    per_step, review_shapes = [], []
+    with torch.no_grad():
+        cache = model(ids[:, :9], use_cache=True).cache  # windows of 8: the second holds token 8
+        for t in range(9, 18):
+            calls.clear()
+            out = model.base_model(ids[:, t : t + 1], cache=cache, use_cache=True, output_attentions=True)
+            cache = out.cache
+            per_step.append(len(calls) // len(model.base_model.layers))
+            review_shapes.append(tuple(out.memory_review_attentions[0].shape))
+    # tokens 9-14 continue window 2 (token 9 projects its cell), 15 finishes it, 16 opens window 3 (a new cell)
+    assert per_step == [2, 1, 1, 1, 1, 1, 2, 2, 1]
+    # the review attention keeps its documented width (history + this call's windows) in every step
+    assert review_shapes[:6] == [(2, 1, 3)] * 6 and review_shapes[6] == (2, 1, 3) and review_shapes[7:] == [(2, 1, 4)] * 2
+
+
 def test_left_padded_rows_equal_their_unpadded_selves():
     model = make_lm()
     a, b = random_ids(1, 19, seed=3)[0], random_ids(1, 30, seed=4)[0]
