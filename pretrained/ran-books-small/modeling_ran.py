@@ -446,8 +446,8 @@ class RANLayerState:
 
     def map_batch(self, fn) -> "RANLayerState":
         """A new state with `fn` applied to every tensor along the batch axis (beam reorder, repeat, select)."""
-        return RANLayerState(**{name: fn(value) if value is not None else None
-                                for name, value in ((name, getattr(self, name)) for name in self.__dataclass_fields__)})
+        values = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        return RANLayerState(**{name: None if value is None else fn(value) for name, value in values.items()})
 
     def num_bytes(self) -> int:
         tensors = [getattr(self, name) for name in self.__dataclass_fields__]
@@ -756,8 +756,9 @@ class RANLayer(GradientCheckpointingLayer):
     def _open_cell_key_value(self, s: torch.Tensor, state: RANLayerState | None, num_windows: int,
                              dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, H, d) key and value of the open window's incoming cell `s` (B, D): from the state when this call only
-        continues the window they were projected for (a decoding step inside a window), else projected."""
-        if num_windows == 1 and state is not None and state.open_cell_key is not None:
+        continues the window they were projected for (a decoding step inside a window; in eval mode, where the
+        projection has no dropout to draw), else projected."""
+        if num_windows == 1 and state is not None and state.open_cell_key is not None and not self.training:
             return state.open_cell_key.to(dtype), state.open_cell_value.to(dtype)
         _, _, k_cell, v_cell = self._project(s[:, None])
         return k_cell[:, 0], v_cell[:, 0]
