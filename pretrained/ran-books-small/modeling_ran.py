@@ -91,6 +91,15 @@ def _autocast_disabled(device_type: str):
     return contextlib.nullcontext()
 
 
+def _linear_output_dtype(weight: torch.Tensor) -> torch.dtype:
+    """The dtype of a linear layer's output with this weight under the autocast state now in force (autocast leaves
+    float64 alone)."""
+    device_type = weight.device.type
+    if torch.is_autocast_enabled(device_type) and weight.dtype != torch.float64:
+        return torch.get_autocast_dtype(device_type)
+    return weight.dtype
+
+
 def _upcast(x: torch.Tensor) -> torch.Tensor:
     """float16 / bfloat16 -> float32 for norms and softmax; float32 and float64 stay as they are."""
     return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
@@ -482,14 +491,15 @@ class RANWindowProjections:
 @dataclass
 class RANCellChain:
     """Step 2 of a layer: pre-residual cells `c_i` and passed cells `s_i` (B, n, D), the cell rows' keys and values
-    (B, n, H, d), the last carried cell (B, D), and the memory-review keys and values of `cells` (B, n, D) each."""
+    (B, n, H, d), the last carried cell (B, D), and the memory-review keys and values of the cells that get a review
+    entry (`review_entries`), (B, n or n - 1, D) each, or None when none does."""
 
     cells: torch.Tensor
     passed_cells: torch.Tensor
     cell_keys: torch.Tensor
     cell_values: torch.Tensor
     last_cell: torch.Tensor
-    review_memory: tuple[torch.Tensor, torch.Tensor]
+    review_memory: tuple[torch.Tensor, torch.Tensor] | None
 
 
 class RANLayer(GradientCheckpointingLayer):
@@ -644,6 +654,18 @@ class RANLayer(GradientCheckpointingLayer):
             last_cell = state.cell  # the cell the open window starts from
         return RANLayerOutput(tokens, last_cell, chain.cells, state, window_probs, review_probs)
 
+    def _reviewed_memory(self, chain: RANCellChain, state: RANLayerState | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The review keys and values (B, K, D) the call's tokens read: the call's windows' (bidirectional), or the
+        history followed by them (causal); the history alone, in the dtype a projection would have, when no window
+        of the call has an entry (a decoding step inside a window)."""
+        if state is None:
+            return chain.review_memory
+        history = (state.review_keys, state.review_values)
+        if chain.review_memory is None:
+            dtype = _linear_output_dtype(self.memory_review.kv.weight)
+            return tuple(t.to(dtype) for t in history)
+        return tuple(torch.cat([old.to(new.dtype), new], 1) for old, new in zip(history, chain.review_memory))
+
     @staticmethod
     def window_chunks(layout: RANWindowLayout, device: torch.device) -> list[slice]:
         """Slices of the window axis that steps 1 and 3 process together (`window_layout.window_chunks`); a static
@@ -693,8 +715,9 @@ class RANLayer(GradientCheckpointingLayer):
             cells, passed_cells, cell_keys, cell_values, last_cell = self._run_cell_chain(
                 windows, cell, state, layout, self.cell_initializer.weight.dtype)
         token_dtype = windows.keys[0].dtype
+        entries = review_entries(layout)
         return RANCellChain(cells, passed_cells, cell_keys.to(token_dtype), cell_values.to(token_dtype), last_cell,
-                            self._review_memory(cells[:, :review_entries(layout)]))
+                            self._review_memory(cells[:, :entries]) if entries else None)
 
     def _run_cell_chain(
         self, windows: RANWindowProjections, cell: torch.Tensor | None, state: RANLayerState | None,
@@ -770,10 +793,7 @@ class RANLayer(GradientCheckpointingLayer):
         """Step 3, per chunk of windows: token attention over `[cell; window]` for all its windows in one call
         (eqs. 3-6), then memory review of its tokens (eqs. 8-9) over all the row's cells (bidirectional) or over
         the history and the earlier windows (causal, `state`). Returns (B, n, C, D) tokens and the attentions."""
-        review_memory = chain.review_memory
-        if state is not None:
-            review_memory = tuple(torch.cat([old.to(new.dtype), new], 1)
-                                  for old, new in zip((state.review_keys, state.review_values), review_memory))
+        review_memory = self._reviewed_memory(chain, state) if self.config.use_memory_review else None
         batch_size, capacity = layout.window_mask.shape[0], layout.window_capacity
         outputs = []
         chunks = self.window_chunks(layout, windows.keys[0].device)

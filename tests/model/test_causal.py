@@ -112,6 +112,32 @@ def test_a_decoding_step_inside_a_window_projects_only_its_token():
     assert review_shapes[:6] == [(2, 1, 3)] * 6 and review_shapes[6] == (2, 1, 3) and review_shapes[7:] == [(2, 1, 4)] * 2
 
 
+def test_a_decoding_step_inside_a_window_reads_the_review_history_without_projecting():
+    """Only a step that finishes a window projects a review entry (one call of each layer's review key-value
+    projection); the others read the history as it is, cast to the dtype a projection would have had, also when
+    autocast is switched on or off between calls."""
+    model = make_lm(dtype=torch.float32)
+    ids = random_ids(1, 18, seed=3)
+    calls = []
+    for layer in model.base_model.layers:
+        layer.memory_review.kv.register_forward_hook(lambda *args: calls.append(1))
+    per_step, logits = [], []
+    with torch.no_grad():
+        cache = model(ids[:, :9], use_cache=True).cache
+        for t in range(9, 18):
+            calls.clear()
+            with torch.autocast(DEVICE.type, dtype=torch.bfloat16, enabled=t % 2 == 1):
+                out = model(ids[:, t : t + 1], cache=cache, use_cache=True)
+            cache = out.cache
+            per_step.append(len(calls) // len(model.base_model.layers))
+            logits.append(out.logits.float())
+        whole = model(ids).logits
+    assert per_step == [0, 0, 0, 0, 0, 0, 1, 0, 0]  # token 15 finishes the second window of 8
+    stepped = torch.cat(logits, 1)
+    assert torch.isfinite(stepped).all()
+    assert float((stepped - whole[:, 9:]).norm() / whole[:, 9:].norm()) < 0.05  # bf16 on every second step
+
+
 def test_left_padded_rows_equal_their_unpadded_selves():
     model = make_lm()
     a, b = random_ids(1, 19, seed=3)[0], random_ids(1, 30, seed=4)[0]
