@@ -212,6 +212,13 @@ def adamw(model: torch.nn.Module, args, device) -> torch.optim.Optimizer:
                              betas=(0.9, 0.98), eps=1e-6, fused=device.type == "cuda")
 
 
+def schedule_fraction(elapsed: float, budget: float, tokens: int, max_tokens: int) -> float:
+    """How far a model is through its budget: the wall clock's share, or its tokens' share of `max_tokens` when that
+    is further (0: the wall clock only). Whichever budget runs out first then ends the decay at zero."""
+    fraction = elapsed / budget
+    return max(fraction, tokens / max_tokens) if max_tokens else fraction
+
+
 def learning_rate(fraction: float, peak: float, warmup: float, decay: float) -> float:
     """Warm-up over the first `warmup` of the wall budget, constant, linear decay to 0 over the last `decay`."""
     if fraction < warmup:
@@ -357,6 +364,10 @@ def parse_args(argv=None):
         help="Training stops this long after the process started, minus --final_reserve_seconds, if sooner.")
     add("--final_reserve_seconds", type=float, default=25.0, help="Kept for the last evaluation and export.")
     add("--max_steps", type=int, default=0, help="Stop a model after this many steps (0: the wall budget only).")
+    add("--max_tokens", type=int, default=0,
+        help="Stop a model once it has seen this many training tokens; its learning-rate schedule then runs on the "
+             "larger of its token and wall-clock fractions (0: the wall budget only). Gives a peer trained alone "
+             "the token count of an earlier RAN run.")
     add("--ran_share", type=float, default=0.6, help="RAN's share of the GPU time; the peer has the rest.")
     add("--peer_token_cap", type=int, default=1, help="1: the peer never gets ahead of RAN in tokens seen.")
     # models
@@ -511,15 +522,16 @@ def main(argv=None) -> dict:
         now = time.time()
         if now >= train_end:
             break
-        active = [t for t in trainees if t.failed is None and not (args.max_steps and t.steps >= args.max_steps)]
+        active = [t for t in trainees if t.failed is None and not (args.max_steps and t.steps >= args.max_steps)
+                  and not (args.max_tokens and t.tokens >= args.max_tokens)]
         if not active:
             break
         ran = next((t for t in trainees if t.name == "ran"), None)
         if args.peer_token_cap and ran is not None and ran in active and len(active) == 2:
             active = [t for t in active if t.name == "ran" or t.tokens <= ran.tokens]
         trainee = min(active, key=lambda t: t.gpu_seconds / t.share)
-        lr = learning_rate((now - train_start) / budget, trainee.peak_lr, args.warmup_fraction,
-                           args.decay_fraction)
+        fraction = schedule_fraction(now - train_start, budget, trainee.tokens, args.max_tokens)
+        lr = learning_rate(fraction, trainee.peak_lr, args.warmup_fraction, args.decay_fraction)
         started = time.time()
         try:
             loss = train_step(trainee, tokens, args, device, lr)

@@ -128,6 +128,14 @@ def test_learning_rate_warms_up_holds_and_decays_on_the_wall_clock():
     assert lr(0.925) == pytest.approx(5e-4) and lr(1.0) == 0 and 0 < lr(0.0) <= 0.02 * 1e-3
 
 
+def test_the_schedule_follows_the_token_budget_when_it_is_further_along():
+    fraction = device_pretrain.schedule_fraction
+    assert fraction(30, 120, 500, 0) == 0.25  # no token budget: the wall clock
+    assert fraction(30, 120, 500, 1000) == 0.5 and fraction(90, 120, 500, 1000) == 0.75
+    lr = lambda f: device_pretrain.learning_rate(f, 1e-3, warmup=0.05, decay=0.15)
+    assert lr(fraction(10, 120, 999, 1000)) == pytest.approx(1e-3 * 0.001 / 0.15)  # decayed by tokens, not time
+
+
 def test_device_call_writes_sharded_weights_curve_and_log(device_run, payload):
     out, stdout = device_run
     files = sorted(p.name for p in out.iterdir())
@@ -269,15 +277,18 @@ def test_order_probe_shuffles_only_the_unmasked_body_tokens():
 
 
 def test_modernbert_peer_pretrains_alone_and_loads_as_plain_modernbert(payload, tmp_path):
-    """The rotary, pre-norm peer through the device call's own script: sharded weights and a curve come back, and
-    the collected folder loads as Transformers' ModernBertForMaskedLM with the head computed everywhere."""
+    """The rotary, pre-norm peer through the device call's own script, alone, up to a token budget: sharded weights
+    and a curve come back, and the collected folder loads as Transformers' ModernBertForMaskedLM with the head
+    computed everywhere."""
     out = tmp_path / "OUT"
     env = {**os.environ, "OUT": str(out), "PAYLOAD": str(payload[0]), "PYTHONPATH": str(REPO), "PYTHON": sys.executable}
-    result = subprocess.run(["bash", "research/pretraining/device_call.sh", *TINY, "--models", "modernbert"], cwd=REPO,
-                            env=env, capture_output=True, text=True, timeout=600)
+    result = subprocess.run(["bash", "research/pretraining/device_call.sh", *TINY, "--models", "modernbert",
+                             "--max_tokens", "600"], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     record = json.loads((out / "run.json").read_text())["models"]["modernbert"]
-    assert record["steps"] == 4 and 0 <= record["curve"][-1]["accuracy"] <= 1
+    # at most 8 blocks of 32 tokens per step: the budget of 600 tokens stops it after 3 of its 4 allowed steps
+    assert record["steps"] == 3 and 600 <= record["tokens_seen"] < 600 + 8 * 32
+    assert 0 <= record["curve"][-1]["accuracy"] <= 1
     folder = collect.main([str(out), "--dest", str(tmp_path), "--names", "modernbert=peer"])["modernbert"]
     assert "ModernBERT" in (folder / "README.md").read_text()
     model = transformers.AutoModelForMaskedLM.from_pretrained(folder)
