@@ -716,8 +716,9 @@ class RANLayer(GradientCheckpointingLayer):
                 windows, cell, state, layout, self.cell_initializer.weight.dtype)
         token_dtype = windows.keys[0].dtype
         entries = review_entries(layout)
+        no_entry = layout.last_window_unfinished and entries == 0  # (a static layout's window count is symbolic)
         return RANCellChain(cells, passed_cells, cell_keys.to(token_dtype), cell_values.to(token_dtype), last_cell,
-                            self._review_memory(cells[:, :entries]) if entries else None)
+                            None if no_entry else self._review_memory(cells[:, :entries]))
 
     def _run_cell_chain(
         self, windows: RANWindowProjections, cell: torch.Tensor | None, state: RANLayerState | None,
