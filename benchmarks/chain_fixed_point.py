@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import gzip
 import json
 import sys
 from pathlib import Path
@@ -29,6 +28,7 @@ import torch
 
 import ran_hf  # noqa: F401  (registers RAN with the Auto classes)
 from ran_hf.modeling_ran import RANLayer, _cat
+from run_scripts.helpers.corpus import iter_documents
 from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer
 
 
@@ -81,14 +81,12 @@ def jacobi_errors(layer: RANLayer, windows, cell, layout, exact_passed: torch.Te
 
 def document_ids(tokenizer, text_file: Path, length: int) -> dict:
     """The texts of a jsonl(.gz) file joined in file order, cut at `length` tokens."""
-    opener = gzip.open if text_file.suffix == ".gz" else open
     texts, words = [], 0
-    with opener(text_file, "rt") as lines:
-        for line in lines:
-            texts.append(json.loads(line)["text"])
-            words += len(texts[-1].split())
-            if words > length:
-                break
+    for document in iter_documents([text_file]):
+        texts.append(document["text"])
+        words += len(texts[-1].split())
+        if words > length:
+            break
     return tokenizer("\n\n".join(texts), truncation=True, max_length=length, return_tensors="pt")
 
 

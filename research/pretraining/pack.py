@@ -287,12 +287,12 @@ def write_manifest(out_dir: Path, manifest: dict) -> None:
           f"working tree ({tree / 2**20:.1f} MiB) {(payload + tree) / 2**20:.1f} MiB of the 64 MiB a device call "
           f"carries", flush=True)
     if payload + tree > 64 * 2**20:
+        advice = "pack again with a smaller --max_train_tokens."
         weights = SHIPPED_WEIGHTS.stat().st_size if SHIPPED_WEIGHTS.exists() else 0
-        fits = payload + tree - weights <= 64 * 2**20
-        print("WARNING: over 64 MiB: " + (f"remove {SHIPPED_WEIGHTS.relative_to(REPOSITORY)} ({weights / 2**20:.1f} "
-              "MiB, which the call does not read) from the working tree for the call and restore it from git "
-              "after, or pack again with a smaller --max_train_tokens." if fits else
-              "pack again with a smaller --max_train_tokens."), flush=True)
+        if payload + tree - weights <= 64 * 2**20:
+            advice = (f"remove {SHIPPED_WEIGHTS.relative_to(REPOSITORY)} ({weights / 2**20:.1f} MiB, which the call "
+                      f"does not read) from the working tree for the call and restore it from git after, or {advice}")
+        print(f"WARNING: over 64 MiB: {advice}", flush=True)
 
 
 def working_tree_bytes() -> int:
