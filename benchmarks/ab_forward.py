@@ -15,6 +15,10 @@ ratio other/this (above 1: this checkout is faster).
 continues the cache of the call before:
 
     python benchmarks/ab_forward.py --other /path/to/other/checkout --length 1024 --decode 32 --num-layers 12
+
+`--other . --other-chain compiled` times this checkout's compiled cell chain against its eager one:
+
+    python benchmarks/ab_forward.py --other . --other-chain compiled --length 8192 --hidden-size 256 --num-layers 4
 """
 
 from __future__ import annotations
@@ -76,6 +80,9 @@ def main(argv=None):
     parser.add_argument("--train", action="store_true", help="time forward + backward in train mode")
     parser.add_argument("--decode", type=int, default=0, metavar="N",
                         help="time N decoding steps after a --length-token prompt (RANForCausalLM)")
+    parser.add_argument("--other-chain", choices=("eager", "compiled"), default="eager",
+                        help="the other side's `chain_implementation` (with `--other .`: this checkout's compiled "
+                             "chain against its eager one; the warm-up call compiles)")
     args = parser.parse_args(argv)
     if args.train and args.decode:
         parser.error("--train and --decode time different things; pass one")
@@ -84,7 +91,8 @@ def main(argv=None):
     for name, package in (("this", ran_hf), ("other", other)):
         config = package.RANConfig(vocab_size=30522, hidden_size=args.hidden_size, num_hidden_layers=args.num_layers,
                                    num_attention_heads=args.hidden_size // 64, attention_head_size=64,
-                                   window_size=args.window_size, min_window_size=16, is_decoder=bool(args.decode))
+                                   window_size=args.window_size, min_window_size=16, is_decoder=bool(args.decode),
+                                   chain_implementation=args.other_chain if name == "other" else "eager")
         models[name] = (package.RANForCausalLM if args.decode else package.RANModel)(config).eval()
     models["other"].load_state_dict(models["this"].state_dict())
     ids = torch.randint(1, 30522, (1, args.length), generator=torch.Generator().manual_seed(0))

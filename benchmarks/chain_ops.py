@@ -7,13 +7,15 @@ can be measured without a GPU:
 
 * eager: the ATen operations one window step dispatches (views and metadata-only operations left out, since they
   launch nothing), forward and backward, counted with a `TorchDispatchMode` over the chain of one layer;
-* compiled: the calls in the wrapper code inductor generates for one window step (forward and backward graphs):
-  fused kernels (`cpp_fused_*` on CPU, `triton_*` on GPU) and library calls (`extern_kernels.*`, `aten.*`).
-  Inductor fuses the same way for both devices up to its device-specific heuristics, so the CPU count stands in
-  for the GPU's.
+* compiled: the calls in the wrapper code inductor generates for one window step, and for a block of windows as
+  `chain_implementation="compiled"` runs them (forward and backward graphs): fused kernels (`cpp_fused_*` on CPU,
+  `triton_*` on GPU) and library calls (`extern_kernels.*`, `aten.*`), and the seconds of the first call, which
+  compiles them. Inductor fuses the same way for both devices up to its device-specific heuristics, so the CPU
+  count stands in for the GPU's.
 
     python -m benchmarks.chain_ops                       # base width (D 768, 12 x 64 heads, window 256), batch 2
-    python -m benchmarks.chain_ops --hidden-size 32 --heads 2 --head-size 16 --window 16   # seconds
+    python -m benchmarks.chain_ops --block 8             # blocks of 8 windows instead of the shipped 4
+    python -m benchmarks.chain_ops --hidden-size 32 --heads 2 --head-size 16 --window 16   # under a minute
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import argparse
 import json
 import re
 import sys
+import time
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -87,34 +90,51 @@ KERNEL_CALL = re.compile(r"^\s+(?:\w+ = )?((?:cpp_fused|triton)_\w+|extern_kerne
                          r"(?:\.run)?\(", re.MULTILINE)
 
 
-def count_compiled(layer, batch_size: int, num_windows: int, padded: bool) -> dict:
-    """Kernel and library calls per window step in inductor's generated wrapper code, per graph (forward graphs of
-    the first and the later windows, and their backward graphs)."""
+def count_compiled(layer, batch_size: int, num_windows: int, padded: bool, block_size: int = 1) -> dict:
+    """Kernel and library calls in inductor's generated wrapper code, per graph (forward graphs of the first and the
+    later windows, and their backward graphs): one window per call (`block_size` 1), or blocks of `block_size`
+    windows per call as `chain_implementation="compiled"` runs them (two blocks, so both grad modes appear; the
+    calls per window are a block's calls divided by its windows)."""
     from torch._inductor.utils import run_and_get_code
 
-    from ran_hf.modeling_ran import compiled_chain_window
+    from ran_hf import modeling_ran
     from ran_hf.window_layout import run_chain
 
     torch._dynamo.reset()
-    compiled_chain_window.cache_clear()
+    modeling_ran.compiled_chain_window.cache_clear()
+    modeling_ran.compiled_chain_windows.cache_clear()
+    blocks, unit = {}, "window"
+    if block_size > 1:
+        num_windows, unit = 2 * block_size, "block"
     carry, per_window, leaves = chain_inputs(layer, batch_size, num_windows, padded, torch.Generator().manual_seed(0))
+    if block_size > 1:  # the compiled chain's inputs: tensors, windows first
+        per_window[:2] = [torch.stack(per_window[0]), torch.stack(per_window[1])]
+        blocks = dict(block_step=layer._compiled_chain_windows, block_size=block_size)
 
     def run():
-        (s, _), outputs = run_chain(layer._compiled_chain_window, carry, per_window, num_windows)
+        (s, _), outputs = run_chain(layer._compiled_chain_window, carry, per_window, num_windows, **blocks)
         loss = s.sum() + sum(y.sum() for step in outputs for y in step)
         torch.autograd.grad(loss, leaves + tuple(layer.parameters()), allow_unused=True)
 
-    _, sources = run_and_get_code(run)
-    # compile order: the forward graphs (first window, later windows) as the loop reaches them, then the backward
-    # graphs as the backward reaches them (later windows first)
-    names = ["forward, first window", "forward, later windows", "backward, later windows", "backward, first window"]
+    with torch._inductor.config.patch(fx_graph_cache=False):  # a cache hit would emit no code for a graph
+        start = time.perf_counter()
+        _, sources = run_and_get_code(run)
+        compile_s = time.perf_counter() - start
+    # compile order: the forward graphs (first window or block, later ones) as the loop reaches them, then the
+    # backward graphs as the backward reaches them (later ones first); a backward graph takes the tangents
+    order = {"forward": iter(["first", "later"]), "backward": iter(["later", "first"])}
     graphs = []
-    for name, source in zip(names + [f"graph {i}" for i in range(len(names), len(sources))], sources):
+    for source in sources:
         call = source[source.index("def call("):] if "def call(" in source else source
+        direction = "backward" if "tangents_" in call else "forward"
+        position = next(order[direction], "another")
         calls = KERNEL_CALL.findall(call)
-        graphs.append(dict(graph=name, calls=len(calls), fused_kernels=sum(c.startswith(("cpp_fused", "triton")) for c in calls),
+        graphs.append(dict(graph=f"{direction}, {position} {unit}{'s' if position == 'later' else ''}",
+                           calls=len(calls), calls_per_window=round(len(calls) / block_size, 2),
+                           fused_kernels=sum(c.startswith(("cpp_fused", "triton")) for c in calls),
                            library_calls=sum(not c.startswith(("cpp_fused", "triton")) for c in calls)))
-    return dict(graphs=graphs)
+    # the first call compiles every graph (forward and backward, both grad modes): its seconds are the compile time
+    return dict(windows_per_call=block_size, first_call_s=round(compile_s, 1), graphs=graphs)
 
 
 def main(argv=None):
@@ -127,6 +147,9 @@ def main(argv=None):
     parser.add_argument("--windows", type=int, default=4)
     parser.add_argument("--padded", action="store_true", help="a row ends inside the last window (masks present)")
     parser.add_argument("--no-compiled", action="store_true", help="count the eager chain only")
+    parser.add_argument("--block", type=int, default=None,
+                        help="windows per compiled call for the block count (default: the compiled chain's, "
+                             "`ran_hf.modeling_ran.COMPILED_CHAIN_BLOCK`)")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     from ran_hf import RANConfig
@@ -143,7 +166,11 @@ def main(argv=None):
                   window=args.window, batch_size=args.batch_size, windows=args.windows, padded=args.padded,
                   eager=count_eager(layer, args.batch_size, args.windows, args.padded))
     if not args.no_compiled:
+        from ran_hf.modeling_ran import COMPILED_CHAIN_BLOCK
+
         result["compiled"] = count_compiled(layer, args.batch_size, args.windows, args.padded)
+        result["compiled_blocks"] = count_compiled(layer, args.batch_size, args.windows, args.padded,
+                                                   args.block or COMPILED_CHAIN_BLOCK)
     print(json.dumps(result, indent=1))
     return result
 

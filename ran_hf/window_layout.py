@@ -372,14 +372,26 @@ def _read_eager_sizes(
     return read
 
 
-def run_chain(step, carry, windows, num_steps: int):
+def run_chain(step, carry, windows, num_steps: int, block_step=None, block_size: int = 1):
     """The cell chain as a Python loop: `carry, y = step(carry, window i)` for the first `num_steps` windows.
     `windows` holds, per input, a sequence over windows (a list, or a tensor with windows first) or None.
-    Returns the last carry and the list of the `y`s."""
-    windows = [w.unbind(0) if isinstance(w, torch.Tensor) else w for w in windows]  # never index a tensor in a loop
+
+    With `block_step`, the windows go `block_size` at a time through `carry, ys = block_step(carry, block)` (each
+    input a tensor cut to `(block_size, ...)`, each output stacked windows first), and the `num_steps % block_size`
+    left over one at a time through `step`: one call per block instead of one per window (the compiled chain).
+    Returns the last carry and the list of the per-window `y`s."""
     outputs = []
-    for i in range(num_steps):
-        carry, y = step(carry, tuple(w[i] if w is not None else None for w in windows) + (i,))
+    num_blocks = num_steps // block_size if block_step is not None else 0
+    if num_blocks:  # cut once with `split` (views, and a backward that concatenates): never index in a loop
+        pieces = [w.split(block_size) if w is not None else None for w in windows]
+        for j in range(num_blocks):
+            carry, ys = block_step(carry, tuple(p[j] if p is not None else None for p in pieces))
+            outputs.extend(zip(*(y.unbind(0) for y in ys)))
+        windows = [p[num_blocks] if p is not None and num_blocks < len(p) else None for p in pieces]
+    windows = [w.unbind(0) if isinstance(w, torch.Tensor) else w for w in windows]  # never index a tensor in a loop
+    first = num_blocks * block_size
+    for i in range(first, num_steps):
+        carry, y = step(carry, tuple(w[i - first] if w is not None else None for w in windows) + (i,))
         outputs.append(y)
     return carry, outputs
 

@@ -30,3 +30,10 @@ def test_each_mode_times_both_sides_on_the_same_weights(mode):
 def test_train_and_decode_are_refused_together():
     done = run("--train", "--decode", "2")
     assert done.returncode == 2 and "--train and --decode time different things" in done.stderr
+
+
+def test_the_compiled_chain_is_timed_against_the_eager_one():
+    done = run("--other-chain", "compiled", "--length", "80")  # 5 windows: a block of 4 and one window
+    assert done.returncode == 0, done.stderr
+    difference = float(done.stdout.split("max abs output difference ")[1].split()[0])
+    assert difference < 1e-4 and "speed this/other:" in done.stdout
