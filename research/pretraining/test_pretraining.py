@@ -301,3 +301,31 @@ def test_modernbert_peer_pretrains_alone_and_loads_as_plain_modernbert(payload, 
 def test_device_call_takes_at_most_one_peer():
     with pytest.raises(ValueError, match="at most one peer"):
         device_pretrain.parse_args(["--models", "ran", "bert", "modernbert"])
+
+
+def run_session(payload, out, *flags):
+    env = {**os.environ, "OUT": str(out), "PAYLOAD": str(payload[0]), "PYTHONPATH": str(REPO), "PYTHON": sys.executable}
+    return subprocess.run(["bash", "research/pretraining/device_session.sh", *flags], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_one_device_command_runs_the_peer_then_the_gpu_suite(payload, tmp_path):
+    """`device_session.sh`: the ModernBERT peer's call, then the suite, in one command; what comes back fits the
+    device tool's return (at most 8 files, at most 2 folders down)."""
+    out = tmp_path / "OUT"
+    result = run_session(payload, out, *TINY, "--models", "modernbert", "--max_tokens", "600", "--",
+                         "--scale", "tiny", "--parts", "env", "--budget-s", "120")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert json.loads((out / "run.json").read_text())["models"]["modernbert"]["steps"] == 3
+    suite = json.loads((out / "suite" / "results.json").read_text())
+    assert suite["parts"]["env"]["status"] == "ok" and "parts: env: ok" in (out / "suite" / "log.txt").read_text()
+    files = [p for p in out.rglob("*") if p.is_file()]
+    assert len(files) <= 8 and all(len(p.relative_to(out).parts) <= 3 for p in files)
+    assert "== pretraining call: exit 0" in result.stdout and "== GPU suite: exit 0" in result.stdout
+
+
+def test_the_suite_still_runs_when_the_pretraining_call_fails(payload, tmp_path):
+    result = run_session(payload, tmp_path / "OUT", "--no_such_flag", "--", "--scale", "tiny", "--parts", "env",
+                         "--budget-s", "120")
+    assert result.returncode == 2 and "== pretraining call: exit 2" in result.stdout
+    assert "== GPU suite: exit 0" in result.stdout
