@@ -319,7 +319,8 @@ def optimise_lines(data: dict) -> list[str]:
                          f"batch {r['batch_size']} ({r['dtype']}): ||compiled - eager|| / ||eager|| outputs "
                          f"{r['relative_error_outputs']:.2e}, all gradients {r['relative_error_gradients']:.2e}; "
                          f"seconds of that call: eager {r['call_s']['eager']}, compiled {r['call_s']['compiled']} "
-                         "(compiling)")
+                         f"(compiling); windows per compiled call: {r.get('windows_per_compiled_call', 1)}, compile "
+                         f"mode: {r.get('compile_mode') or 'default'}")
     if rows:
         lines += ["", "| mode | length x batch | eager s | compiled s | speed-up | eager chain share | compiled chain "
                       "share | compiled first call s | new graphs |", "| --- |" + " --- |" * 8]

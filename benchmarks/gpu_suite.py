@@ -1014,8 +1014,11 @@ def worker_optimise(spec: dict) -> None:
     vocab = spec["size"]["vocab_size"]
     first = min(spec["optimise_lengths"])
     ids = torch.randint(5, vocab, (batch, first), generator=torch.Generator().manual_seed(first)).to(device)
+    import ran_hf.modeling_ran as modeling
+
     row = dict(kind="optimise_check", model="ran", seq_len=first, batch_size=batch, dtype=spec["dtype"],
-               compile_backend=spec["compile_backend"], compile_mode=spec.get("compile_mode"))
+               compile_backend=spec["compile_backend"], compile_mode=spec.get("compile_mode"),
+               windows_per_compiled_call=modeling.COMPILED_CHAIN_BLOCK)
     try:
         row.update(_compare_gradients(torch, spec, models, ids))
     except Exception as exc:  # noqa: BLE001
