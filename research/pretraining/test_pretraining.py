@@ -303,17 +303,17 @@ def test_device_call_takes_at_most_one_peer():
         device_pretrain.parse_args(["--models", "ran", "bert", "modernbert"])
 
 
-def run_session(payload, out, *flags):
+def run_jobs(payload, out, *flags):
     env = {**os.environ, "OUT": str(out), "PAYLOAD": str(payload[0]), "PYTHONPATH": str(REPO), "PYTHON": sys.executable}
-    return subprocess.run(["bash", "research/pretraining/device_session.sh", *flags], cwd=REPO, env=env,
+    return subprocess.run(["bash", "research/pretraining/device_jobs.sh", *flags], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=600)
 
 
 def test_one_device_command_runs_the_peer_then_the_gpu_suite(payload, tmp_path):
-    """`device_session.sh`: the ModernBERT peer's call, then the suite, in one command; what comes back fits the
+    """`device_jobs.sh`: the ModernBERT peer's call, then the suite, in one command; what comes back fits the
     device tool's return (at most 8 files, at most 2 folders down)."""
     out = tmp_path / "OUT"
-    result = run_session(payload, out, *TINY, "--models", "modernbert", "--max_tokens", "600", "--",
+    result = run_jobs(payload, out, *TINY, "--models", "modernbert", "--max_tokens", "600", "--",
                          "--scale", "tiny", "--parts", "env", "--budget-s", "120")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert json.loads((out / "run.json").read_text())["models"]["modernbert"]["steps"] == 3
@@ -325,7 +325,7 @@ def test_one_device_command_runs_the_peer_then_the_gpu_suite(payload, tmp_path):
 
 
 def test_the_suite_still_runs_when_the_pretraining_call_fails(payload, tmp_path):
-    result = run_session(payload, tmp_path / "OUT", "--no_such_flag", "--", "--scale", "tiny", "--parts", "env",
+    result = run_jobs(payload, tmp_path / "OUT", "--no_such_flag", "--", "--scale", "tiny", "--parts", "env",
                          "--budget-s", "120")
     assert result.returncode == 2 and "== pretraining call: exit 2" in result.stdout
     assert "== GPU suite: exit 0" in result.stdout

@@ -3,11 +3,11 @@
 # call (device_call.sh, into $OUT), then the GPU suite (benchmarks/gpu_suite.py, into $OUT/suite) on the same
 # machine, with the Transformers wheel the pretraining payload carries. One command instead of two saves a machine
 # start or a second transfer of the tree, and the payload alone is carried:
-#   bash research/pretraining/device_session.sh [device_pretrain flags] -- [gpu_suite flags]
+#   bash research/pretraining/device_jobs.sh [device_pretrain flags] -- [gpu_suite flags]
 # The suite runs even when the pretraining call fails; the exit status is the first failure's.
 set -uo pipefail
 PYTHON=${PYTHON:-python3}
-OUT=${OUT:-outputs/device_session}
+OUT=${OUT:-outputs/device_jobs}
 pretrain_flags=()
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do
   pretrain_flags+=("$1")
