@@ -61,6 +61,7 @@ from .window_layout import (
     RANWindowLayout,
     pick_window,
     run_chain,
+    run_chain_stacked,
     run_chain_while_loop,
     window_chunks,
 )
@@ -622,13 +623,7 @@ class RANLayer(GradientCheckpointingLayer):
         """`_chain_window` over a block of windows, unrolled: `windows` holds the per-window inputs of
         `_chain_window` cut to (k, ...) windows first (or None); returns the carry after the block and the outputs
         stacked windows first, (k, ...)."""
-        num_windows = windows[4].shape[0]  # has_previous, never None
-        per_window = [w.unbind(0) if w is not None else (None,) * num_windows for w in windows]
-        outputs = []
-        for window in zip(*per_window):
-            carry, y = self._chain_window(carry, window)
-            outputs.append(y)
-        return carry, tuple(torch.stack(t) for t in zip(*outputs))
+        return run_chain_stacked(self._chain_window, carry, windows)
 
     def _compiled_chain_window(self, carry, window):
         """`_chain_window` through the process-wide compiled function (`config.chain_implementation="compiled"`);

@@ -440,8 +440,14 @@ def _floats_are_symbolic() -> bool:
     return not dynamo_config.specialize_float and not dynamo_config.assume_static_by_default
 
 
+def run_chain_stacked(step, carry, windows):
+    """`run_chain` over every window of `windows` (the first a tensor, windows first), its outputs stacked windows
+    first, (n, ...): a block of the compiled chain, or the Python loop in place of `run_chain_while_loop`."""
+    carry, outputs = run_chain(step, carry, windows, windows[0].shape[0])
+    return carry, tuple(torch.stack(ys, dim=0) for ys in zip(*outputs))
+
+
 @torch.compiler.disable
 def _run_chain_outside_graph(step, carry, windows):
     """`run_chain_while_loop`'s result from the Python loop, run eagerly (a graph break under Dynamo)."""
-    carry, outputs = run_chain(step, carry, windows, windows[0].shape[0])
-    return carry, tuple(torch.stack(ys, dim=0) for ys in zip(*outputs))
+    return run_chain_stacked(step, carry, windows)
