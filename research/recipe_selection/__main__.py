@@ -78,6 +78,9 @@ CANDIDATES = {
     # the pretrained RAN reading the first 2,048 tokens instead of 1,024 (it was pretrained on blocks of 4,096): in the
     # job's tokenizer 72% of the test articles fit in 1,024 tokens, 95% in 2,048
     "pretrained-2048": ["--recipe", "pretrained", "--max_length", "2048"],
+    # both steadying changes together: the adapted checkpoint (adapted on blocks of 2,048) reading 2,048 tokens
+    "pretrained-adapted-2048": ["--recipe", "pretrained", "--model_name_or_path", ADAPTED_CHECKPOINT,
+                                "--max_length", "2048"],
     # one epoch instead of three (a reduced protocol for the larger datasets on two CPU cores): 20 Newsgroups' average
     # pooling from random weights and from the pretrained RAN; IMDB's recipe from the pretrained RAN
     "average-pooling-1-epoch": ["--config_overrides", "pooler_mode=token_mean", "--num_train_epochs", "1"],
