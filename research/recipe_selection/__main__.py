@@ -45,6 +45,8 @@ D128_RECIPE = ["--hidden_size", "128", "--num_hidden_layers", "2", "--num_attent
                "--num_train_epochs", "6", "--max_length", "2048"]
 # Built by the masked-LM command of research/pretraining/README.md ("Task-adaptive pretraining"); not shipped.
 ADAPTED_CHECKPOINT = "outputs/adapted/ran-books-small-hyperpartisan"
+# The `pretrained` recipe started from that checkpoint.
+ADAPTED_START = ["--recipe", "pretrained", "--model_name_or_path", ADAPTED_CHECKPOINT]
 CANDIDATES = {
     # the `from-scratch` recipe: the pretrained RAN's size (research/pretraining/README.md) from scratch, 3 epochs
     # of 1,024 tokens at lr 2e-4
@@ -74,13 +76,12 @@ CANDIDATES = {
     "pretrained-average": ["--recipe", "pretrained", "--config_overrides", "pooler_mode=token_mean"],
     # the pretrained RAN after 6 more epochs of masked-LM training on the training articles' text (task-adaptive
     # pretraining: research/pretraining/README.md), fine-tuned with the `pretrained` recipe
-    "pretrained-adapted": ["--recipe", "pretrained", "--model_name_or_path", ADAPTED_CHECKPOINT],
+    "pretrained-adapted": ADAPTED_START,
     # the pretrained RAN reading the first 2,048 tokens instead of 1,024 (it was pretrained on blocks of 4,096): in the
     # job's tokenizer 72% of the test articles fit in 1,024 tokens, 95% in 2,048
     "pretrained-2048": ["--recipe", "pretrained", "--max_length", "2048"],
     # both steadying changes together: the adapted checkpoint (adapted on blocks of 2,048) reading 2,048 tokens
-    "pretrained-adapted-2048": ["--recipe", "pretrained", "--model_name_or_path", ADAPTED_CHECKPOINT,
-                                "--max_length", "2048"],
+    "pretrained-adapted-2048": ADAPTED_START + ["--max_length", "2048"],
     # one epoch instead of three (a reduced protocol for the larger datasets on two CPU cores): 20 Newsgroups' average
     # pooling from random weights and from the pretrained RAN; IMDB's recipe from the pretrained RAN
     "average-pooling-1-epoch": ["--config_overrides", "pooler_mode=token_mean", "--num_train_epochs", "1"],
