@@ -90,7 +90,7 @@ from run_scripts.helpers.data_files import (
     read_records,
     split_columns,
 )
-from run_scripts.helpers.model_args import RANModelArguments, build_model
+from run_scripts.helpers.model_args import RANModelArguments, build_model, parameter_learning_rates
 from run_scripts.helpers.recipes import RECIPES, Recipe, select_recipe
 from run_scripts.helpers.reports import (
     classification_scores,
@@ -518,6 +518,7 @@ def main(argv: list[str] | None = None) -> dict:
         eval_dataset=eval_dataset, processing_class=tokenizer,
         data_collator=DataCollatorWithPadding(tokenizer), compute_metrics=compute_metrics,
         save_every_minutes=model_args.save_every_minutes,
+        learning_rates=parameter_learning_rates(model, model_args),
     )
 
     results: dict = {"length_statistics": length_stats, "labels": label_list, "multi_label": multi}

@@ -51,7 +51,7 @@ from transformers import (
 )
 
 from run_scripts.helpers.data_files import check_file, open_text
-from run_scripts.helpers.model_args import RANModelArguments, build_model
+from run_scripts.helpers.model_args import RANModelArguments, build_model, parameter_learning_rates
 from run_scripts.helpers.reports import (
     command_line,
     format_length_table,
@@ -377,7 +377,8 @@ def main(argv: list[str] | None = None) -> dict:
     trainer = RANTrainer(model=model, args=training_args, train_dataset=encoded.get("train"),
                          eval_dataset=eval_dataset, processing_class=tokenizer,
                          data_collator=DataCollatorForTokenClassification(tokenizer), compute_metrics=compute_metrics,
-                         save_every_minutes=model_args.save_every_minutes)
+                         save_every_minutes=model_args.save_every_minutes,
+                         learning_rates=parameter_learning_rates(model, model_args))
 
     results: dict = {"labels": label_list, "length_statistics": stats}
     if training_args.do_train:

@@ -82,8 +82,13 @@ CANDIDATES = {
     "pretrained-2048": ["--recipe", "pretrained", "--max_length", "2048"],
     # both steadying changes together: the adapted checkpoint (adapted on blocks of 2,048) reading 2,048 tokens
     "pretrained-adapted-2048": ADAPTED_START + ["--max_length", "2048"],
+    # the stable learning rate for the loaded weights, ten times it for the pooler and classifier that start from
+    # random values (at lr 1e-4 for all, several seeds still predict one class after the first epoch)
+    "pretrained-head-lr1e-3": ["--recipe", "pretrained", "--learning_rate", "1e-4", "--head_learning_rate", "1e-3"],
     # one epoch instead of three (a reduced protocol for the larger datasets on two CPU cores): 20 Newsgroups' average
-    # pooling from random weights and from the pretrained RAN; IMDB's recipe from the pretrained RAN
+    # pooling from random weights and from the pretrained RAN; IMDB's recipe from random weights and from the
+    # pretrained RAN
+    "recipe-1-epoch": ["--num_train_epochs", "1"],
     "average-pooling-1-epoch": ["--config_overrides", "pooler_mode=token_mean", "--num_train_epochs", "1"],
     "pretrained-average-1-epoch": ["--recipe", "pretrained", "--config_overrides", "pooler_mode=token_mean",
                                    "--num_train_epochs", "1"],

@@ -23,7 +23,7 @@ from transformers import (
 from transformers.trainer_utils import IntervalStrategy
 
 from .data_files import check_file, read_records, split_columns
-from .model_args import RANModelArguments, build_model
+from .model_args import RANModelArguments, build_model, parameter_learning_rates
 from .pretraining import (
     CorpusArguments,
     MaskedLMCollator,
@@ -234,7 +234,7 @@ def main(argv: Sequence[str] | None, causal: bool) -> dict:
     trainer = RANTrainer(model=model, args=training_args, train_dataset=data.get("train") if training_args.do_train
                          else None, eval_dataset=data.get("validation"), processing_class=tokenizer,
                          data_collator=collator, save_every_minutes=model_args.save_every_minutes,
-                         **metric_hooks)
+                         learning_rates=parameter_learning_rates(model, model_args), **metric_hooks)
     results: dict = {}
     if training_args.do_train:
         block_count = {} if streamed else {"train_blocks": len(data["train"])}  # a stream has no length

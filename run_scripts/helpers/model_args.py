@@ -58,6 +58,13 @@ class RANModelArguments:
                           "jobs. Raise it for wide models (hidden 512 and more) or long --block_size."},
     )
 
+    head_learning_rate: float | None = field(
+        default=None,
+        metadata={"help": "With --model_name_or_path: the learning rate of the weights the checkpoint does not hold "
+                          "(the task head, and the pooler of a masked-LM checkpoint), which start from random "
+                          "values, while the loaded weights train at --learning_rate; both follow the same "
+                          "schedule. Default: --learning_rate for every weight."},
+    )
     save_every_minutes: float = field(
         default=0.0,
         metadata={"help": "Also write a checkpoint (without evaluating) whenever this many minutes of training have "
@@ -68,6 +75,8 @@ class RANModelArguments:
     )
 
     def __post_init__(self):
+        if self.head_learning_rate is not None and not self.head_learning_rate > 0:  # (also catches NaN)
+            raise ValueError(f"--head_learning_rate must be a positive learning rate, got {self.head_learning_rate}.")
         if not self.save_every_minutes >= 0:  # (also catches NaN)
             raise ValueError(f"--save_every_minutes must be 0 (off) or a positive number of minutes, got "
                              f"{self.save_every_minutes}.")
@@ -119,8 +128,13 @@ def build_model(auto_class, model_args: RANModelArguments, tokenizer, config_ove
                 ignore_mismatched_sizes: bool = False, recipe_config: dict | None = None):
     """A RAN from `--model_name_or_path` (with `config_overrides`, e.g. the labels) or from scratch (the config flags,
     `vocab_size` = the tokenizer's size, `pad_token_id` = the tokenizer's pad id). `recipe_config` (a recipe's
-    RANConfig fields) applies under the config flags and `--config_overrides`."""
+    RANConfig fields) applies under the config flags and `--config_overrides`. With `--head_learning_rate` the model's
+    `head_parameter_names` holds the names of the weights the checkpoint did not provide (see
+    `parameter_learning_rates`)."""
     config_overrides = {**model_args.parsed_config_overrides(), **(config_overrides or {})}
+    if model_args.head_learning_rate is not None and not model_args.model_name_or_path:
+        raise ValueError("--head_learning_rate sets the learning rate of the weights a checkpoint does not hold; from "
+                         "scratch every weight is new: pass --model_name_or_path, or use --learning_rate alone.")
     if model_args.model_name_or_path:
         config = AutoConfig.from_pretrained(model_args.model_name_or_path,
                                             trust_remote_code=model_args.trust_remote_code)
@@ -129,9 +143,13 @@ def build_model(auto_class, model_args: RANModelArguments, tokenizer, config_ove
                            f"model, not RAN.")
         for key, value in {**(recipe_config or {}), **config_overrides}.items():
             setattr(config, key, value)
-        model = auto_class.from_pretrained(model_args.model_name_or_path, config=config,
-                                           trust_remote_code=model_args.trust_remote_code,
-                                           ignore_mismatched_sizes=ignore_mismatched_sizes)
+        model, loading_info = auto_class.from_pretrained(model_args.model_name_or_path, config=config,
+                                                         trust_remote_code=model_args.trust_remote_code,
+                                                         ignore_mismatched_sizes=ignore_mismatched_sizes,
+                                                         output_loading_info=True)
+        if model_args.head_learning_rate is not None:
+            mismatched = {key if isinstance(key, str) else key[0] for key in loading_info["mismatched_keys"]}
+            model.head_parameter_names = sorted(set(loading_info["missing_keys"]) | mismatched)
     else:
         config = RANConfig(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
                            **{**(recipe_config or {}), **model_args.scratch_config_kwargs(), **config_overrides})
@@ -146,3 +164,17 @@ def build_model(auto_class, model_args: RANModelArguments, tokenizer, config_ove
     logger.info(f"Model: {type(model).__name__}, {n_params / 1e6:.2f}M parameters, "
                 f"{model_args.starting_point}.")
     return model
+
+
+def parameter_learning_rates(model, model_args: RANModelArguments) -> dict[str, float] | None:
+    """`--head_learning_rate` for each weight the checkpoint did not hold (`RANTrainer(learning_rates=...)`), or None
+    when the flag is not given."""
+    if model_args.head_learning_rate is None:
+        return None
+    names = getattr(model, "head_parameter_names", [])
+    if not names:
+        raise ValueError(f"--head_learning_rate: {model_args.model_name_or_path} holds every weight of "
+                         f"{type(model).__name__}, so no weight would train at it; leave the flag out.")
+    logger.info(f"--head_learning_rate {model_args.head_learning_rate} for the {len(names)} weights "
+                f"{model_args.model_name_or_path} does not hold: {', '.join(names)}.")
+    return dict.fromkeys(names, model_args.head_learning_rate)

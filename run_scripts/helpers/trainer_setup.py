@@ -281,9 +281,12 @@ class RANTrainer(Trainer):
     `train_sampling_strategy=group_by_length`), so predictions line up with the examples, whose
     `training_clock` counts the training time of every process of a resumed run, which can also checkpoint every
     `save_every_minutes` of training (`TimedCheckpoints`; 0: off), and whose runs resumed mid-epoch keep the
-    uninterrupted run's batch order (`EpochStartRandomState`)."""
+    uninterrupted run's batch order (`EpochStartRandomState`). `learning_rates` (parameter name -> learning rate)
+    gives those parameters their own peak learning rate under the same schedule (`--head_learning_rate`)."""
 
-    def __init__(self, *args, callbacks=None, save_every_minutes: float = 0.0, **kwargs):
+    def __init__(self, *args, callbacks=None, save_every_minutes: float = 0.0,
+                 learning_rates: dict[str, float] | None = None, **kwargs):
+        self.learning_rates = learning_rates or {}
         self.training_clock, self.epoch_start_state = TrainingClock(), EpochStartRandomState()
         callbacks = [*(callbacks or []), self.training_clock, self.epoch_start_state]
         if save_every_minutes:
@@ -295,6 +298,30 @@ class RANTrainer(Trainer):
             resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
         self.epoch_start_state.resume_from = resume_from_checkpoint or None
         return super().train(resume_from_checkpoint, *args, **kwargs)
+
+    def create_optimizer(self, model=None):
+        """Trainer's optimizer, with one parameter group per (weight decay, learning rate) pair when
+        `learning_rates` is given."""
+        if self.optimizer is not None or not self.learning_rates:
+            return super().create_optimizer(model)
+        model = self.model if model is None else model
+        unknown = set(self.learning_rates) - {name for name, _ in model.named_parameters()}
+        if unknown:
+            raise ValueError(f"learning_rates names parameters the model does not have: {sorted(unknown)}.")
+        decayed = set(self.get_decay_parameter_names(model))
+        groups: dict[tuple[bool, float], list] = {}
+        for name, parameter in model.named_parameters():
+            if parameter.requires_grad:
+                key = (name in decayed, self.learning_rates.get(name, self.args.learning_rate))
+                groups.setdefault(key, []).append(parameter)
+        optimizer_cls, optimizer_kwargs = self.get_optimizer_cls_and_kwargs(self.args, model)
+        if {"params", "model", "optimizer_dict"} & set(optimizer_kwargs) or not isinstance(optimizer_cls, type):
+            raise ValueError(f"Per-parameter learning rates need a plain torch optimizer; --optim {self.args.optim} "
+                             "builds its own parameter groups.")
+        self.optimizer = optimizer_cls(
+            [{"params": params, "lr": lr, "weight_decay": self.args.weight_decay if decay else 0.0}
+             for (decay, lr), params in groups.items()], **optimizer_kwargs)
+        return self.optimizer
 
     def _get_eval_sampler(self, eval_dataset):
         if self.args.world_size <= 1 and eval_dataset is not None:

@@ -17,6 +17,7 @@ from transformers import (
     AutoTokenizer,
     TrainerControl,
     TrainerState,
+    TrainingArguments,
 )
 
 from run_scripts import run_classification, run_mlm
@@ -458,3 +459,63 @@ def test_dataset_name_errors(tmp_path):
         run_classification.main(["--dataset_name", "someone/not_here", *args])  # offline (conftest)
     with pytest.raises(ValueError, match="--dataset_name replaces --train_file"):
         run_classification.main(["--dataset_name", other, "--train_file", "x.jsonl", *args])
+
+
+def test_head_learning_rate_trains_the_new_weights_alone_when_the_loaded_ones_barely_move(data_dir, tmp_path):
+    """From a masked-LM checkpoint the pooler and classifier are new: at --head_learning_rate 1e-2 with
+    --learning_rate 1e-9 they train while every loaded weight stays where the checkpoint had it."""
+    mlm_out = tmp_path / "mlm"
+    run_mlm.main(["--train_file", str(data_dir / "corpus.txt"), "--output_dir", str(mlm_out), "--block_size", "64",
+                  "--per_device_train_batch_size", "4", "--num_train_epochs", "1", "--validation_split_percentage",
+                  "0", *TINY])
+    tuned = {}
+    for head_lr in ("1e-2", "1e-9"):  # the same seed, so the same initial head
+        run_classification.main([
+            "--model_name_or_path", str(mlm_out), "--train_file", str(data_dir / "train.csv"),
+            "--output_dir", str(tmp_path / head_lr), "--num_train_epochs", "2", "--validation_split_percentage", "0",
+            "--learning_rate", "1e-9", "--head_learning_rate", head_lr, "--save_strategy", "no", *TINY])
+        tuned[head_lr] = load_file(tmp_path / head_lr / "model.safetensors")
+    loaded = load_file(mlm_out / "model.safetensors")
+    body = [name for name in tuned["1e-2"] if name in loaded]
+    head = [name for name in tuned["1e-2"] if name not in loaded]
+    assert len(body) > 10 and all(name.startswith("ran.") for name in body)
+    assert {"classifier.weight", "ran.pooler.cell_dense.weight"} <= set(head)
+    for name in body:
+        torch.testing.assert_close(tuned["1e-2"][name], loaded[name], atol=1e-6, rtol=0)
+    for name in head:
+        assert (tuned["1e-2"][name] - tuned["1e-9"][name]).abs().max() > 1e-3, name
+
+
+def test_head_learning_rate_gives_named_parameters_their_own_group_under_one_schedule(tmp_path):
+    from ran_hf import RANConfig, RANForSequenceClassification
+
+    model = RANForSequenceClassification(RANConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1,
+                                                    num_attention_heads=2, attention_head_size=8, window_size=8,
+                                                    min_window_size=4))
+    args = TrainingArguments(output_dir=str(tmp_path), learning_rate=1e-4, weight_decay=0.01, warmup_steps=2,
+                             use_cpu=True, report_to="none")
+    trainer = trainer_setup.RANTrainer(model=model, args=args,
+                                       learning_rates=dict.fromkeys(["classifier.weight", "classifier.bias"], 1e-2))
+    trainer.create_optimizer_and_scheduler(num_training_steps=10)
+    names = {id(p): n for n, p in model.named_parameters()}
+    groups = {names[id(p)]: g for g in trainer.optimizer.param_groups for p in g["params"]}
+    assert len(groups) == len(names)
+    peak = {name: (group["initial_lr"], group["weight_decay"]) for name, group in groups.items()}
+    assert peak["classifier.weight"] == (1e-2, 0.01) and peak["classifier.bias"] == (1e-2, 0.0)
+    assert peak["ran.embeddings.word_embeddings.weight"] == (1e-4, 0.01)
+    assert peak["ran.embeddings.norm.weight"] == (1e-4, 0.0)
+    for _ in range(4):  # warm-up and decay scale every group alike
+        trainer.optimizer.step()
+        trainer.lr_scheduler.step()
+        assert groups["classifier.bias"]["lr"] == pytest.approx(100 * groups["ran.embeddings.norm.weight"]["lr"])
+    assert groups["classifier.bias"]["lr"] > 0
+    with pytest.raises(ValueError, match="does not have"):
+        trainer_setup.RANTrainer(model=model, args=args, learning_rates={"nope": 1.0}).create_optimizer()
+
+
+@pytest.mark.parametrize("flags, match", [(["--head_learning_rate", "-1"], "positive"),
+                                          (["--head_learning_rate", "1e-3"], "from scratch")])
+def test_head_learning_rate_errors(data_dir, tmp_path, flags, match):
+    with pytest.raises(ValueError, match=match):
+        run_classification.main(["--train_file", str(data_dir / "train.csv"), "--output_dir", str(tmp_path),
+                                 *flags, *TINY])

@@ -115,3 +115,14 @@ def test_ner_predicts_words_without_tags_and_names_its_tags(data_dir, tmp_path, 
     mixed.write_text("-DOCSTART- -X- -X- O\n\nRome NNP B-NP B-LOC\nis\n")
     with pytest.raises(ValueError, match=r"mixed\.txt': line 3 has a tag column but line 4 has only the word"):
         run_ner.read_conll(mixed, "test_file", allow_untagged=True)
+
+
+def test_head_learning_rate_refuses_a_checkpoint_that_holds_every_weight(data_dir, tmp_path):
+    """A token-classification checkpoint with the same tags leaves no new weight for --head_learning_rate."""
+    out = tmp_path / "ner"
+    train = ["--train_file", str(data_dir / "ner_train.txt"), "--num_train_epochs", "1",
+             "--per_device_train_batch_size", "4", "--save_strategy", "no", *TINY]
+    run_ner.main([*train, "--output_dir", str(out)])
+    with pytest.raises(ValueError, match="holds every weight"):
+        run_ner.main([*train, "--output_dir", str(tmp_path / "again"), "--model_name_or_path", str(out),
+                      "--head_learning_rate", "1e-3"])
