@@ -77,6 +77,10 @@ class RANModelArguments:
     def __post_init__(self):
         if self.head_learning_rate is not None and not self.head_learning_rate > 0:  # (also catches NaN)
             raise ValueError(f"--head_learning_rate must be a positive learning rate, got {self.head_learning_rate}.")
+        if self.head_learning_rate is not None and not self.model_name_or_path:
+            raise ValueError("--head_learning_rate sets the learning rate of the weights a checkpoint does not hold; "
+                             "from scratch every weight is new: pass --model_name_or_path, or use --learning_rate "
+                             "alone.")
         if not self.save_every_minutes >= 0:  # (also catches NaN)
             raise ValueError(f"--save_every_minutes must be 0 (off) or a positive number of minutes, got "
                              f"{self.save_every_minutes}.")
@@ -132,9 +136,6 @@ def build_model(auto_class, model_args: RANModelArguments, tokenizer, config_ove
     `head_parameter_names` holds the names of the weights the checkpoint did not provide (see
     `parameter_learning_rates`)."""
     config_overrides = {**model_args.parsed_config_overrides(), **(config_overrides or {})}
-    if model_args.head_learning_rate is not None and not model_args.model_name_or_path:
-        raise ValueError("--head_learning_rate sets the learning rate of the weights a checkpoint does not hold; from "
-                         "scratch every weight is new: pass --model_name_or_path, or use --learning_rate alone.")
     if model_args.model_name_or_path:
         config = AutoConfig.from_pretrained(model_args.model_name_or_path,
                                             trust_remote_code=model_args.trust_remote_code)
@@ -148,7 +149,7 @@ def build_model(auto_class, model_args: RANModelArguments, tokenizer, config_ove
                                                          ignore_mismatched_sizes=ignore_mismatched_sizes,
                                                          output_loading_info=True)
         if model_args.head_learning_rate is not None:
-            mismatched = {key if isinstance(key, str) else key[0] for key in loading_info["mismatched_keys"]}
+            mismatched = {key for key, *_shapes in loading_info["mismatched_keys"]}  # (name, loaded, expected)
             model.head_parameter_names = sorted(set(loading_info["missing_keys"]) | mismatched)
     else:
         config = RANConfig(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
