@@ -513,6 +513,29 @@ def test_head_learning_rate_gives_named_parameters_their_own_group_under_one_sch
         trainer_setup.RANTrainer(model=model, args=args, learning_rates={"nope": 1.0}).create_optimizer()
 
 
+def test_a_classifier_fine_tuned_on_other_labels_keeps_its_encoder_and_starts_a_new_classifier(int_label_classifier,
+                                                                                                   tmp_path):
+    """A classifier of three labels fine-tuned again on a task of two: the classifier, whose shape no longer fits, is
+    new and takes --head_learning_rate; every other weight loads from the checkpoint and, at a learning rate of 1e-9,
+    stays there; the saved model names the new labels."""
+    source, _ = int_label_classifier
+    rows = [{"text": row["text"], "label": "sports" if row["label"] == "sports" else "other"}
+            for row in classification_rows(24, 5)]
+    out = tmp_path / "binary"
+    run_classification.main([
+        "--model_name_or_path", str(source), "--train_file", write_jsonl(tmp_path / "train.jsonl", rows),
+        "--output_dir", str(out), "--num_train_epochs", "1", "--validation_split_percentage", "0",
+        "--learning_rate", "1e-9", "--head_learning_rate", "1e-2", "--save_strategy", "no", *TINY])
+    loaded, tuned = load_file(source / "model.safetensors"), load_file(out / "model.safetensors")
+    assert loaded["classifier.weight"].shape[0] == 3 and tuned["classifier.weight"].shape[0] == 2
+    assert tuned["classifier.bias"].abs().max() > 1e-3  # from zeros, at the head's rate
+    kept = [name for name in loaded if not name.startswith("classifier.")]
+    assert len(kept) > 10 and set(kept) < set(tuned)
+    for name in kept:
+        torch.testing.assert_close(tuned[name], loaded[name], atol=1e-6, rtol=0)
+    assert set(json.loads((out / "config.json").read_text())["label2id"]) == {"other", "sports"}
+
+
 @pytest.mark.parametrize("flags, match", [(["--head_learning_rate", "-1"], "positive"),
                                           (["--head_learning_rate", "1e-3"], "from scratch")])
 def test_head_learning_rate_errors(data_dir, tmp_path, flags, match):
