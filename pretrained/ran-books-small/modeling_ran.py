@@ -413,8 +413,7 @@ class RANLayerState:
         """
         writes = layout.open_window_writes()
         state = self._keep_open_window(layout, writes, keys, values)
-        if chain.cells.shape[1] == 1 and layout.last_window_unfinished:  # no row finished a window (most decoding
-            # steps): the cell stays, and so do the key and value its window's tokens read
+        if layout.no_window_finishes:  # the cell stays, and so do the key and value its window's tokens read
             return replace(state, open_cell_key=chain.cell_keys[:, 0], open_cell_value=chain.cell_values[:, 0])
         return state._commit(layout, writes, chain.cells, chain.passed_cells, *chain.review_memory)
 
@@ -726,10 +725,9 @@ class RANLayer(GradientCheckpointingLayer):
             cells, passed_cells, cell_keys, cell_values, last_cell = self._run_cell_chain(
                 windows, cell, state, layout, self.cell_initializer.weight.dtype)
         token_dtype = windows.keys[0].dtype
-        entries = review_entries(layout)
-        no_entry = layout.last_window_unfinished and entries == 0  # (a static layout's window count is symbolic)
+        review_memory = None if layout.no_window_finishes else self._review_memory(cells[:, :review_entries(layout)])
         return RANCellChain(cells, passed_cells, cell_keys.to(token_dtype), cell_values.to(token_dtype), last_cell,
-                            None if no_entry else self._review_memory(cells[:, :entries]))
+                            review_memory)
 
     def _run_cell_chain(
         self, windows: RANWindowProjections, cell: torch.Tensor | None, state: RANLayerState | None,

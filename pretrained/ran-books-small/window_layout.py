@@ -191,6 +191,13 @@ class RANWindowLayout:
             return self.window_full
         return None if self.all_real else self.window_mask
 
+    @property
+    def no_window_finishes(self) -> bool:
+        """Causal: this call's only window is unfinished in every row (most decoding steps), so no cell is committed
+        and none gets a memory-review entry. (A static layout is bidirectional, so its symbolic window count is
+        never compared.)"""
+        return self.last_window_unfinished and self.num_windows == 1
+
     def trim_windows(self, x: torch.Tensor) -> torch.Tensor:
         """(B, n, ...) per-window values -> the eager grid's windows, `max(windows_per_row)` (at least 1): a static
         layout's spare windows are dropped, so exported outputs have eager's shapes. Under `torch.compile` (where
