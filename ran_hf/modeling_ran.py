@@ -343,12 +343,6 @@ class RANMemoryReview(nn.Module):
         return self.norm(out), (probs if output_attentions else None)
 
 
-def review_entries(layout: RANWindowLayout) -> int:
-    """How many of a call's windows get a memory-review entry: all, except a causal call's last window when no row
-    finishes it (its cell is read by no token of the call, and committed by none)."""
-    return layout.num_windows - layout.last_window_unfinished
-
-
 @dataclass
 class RANLayerState:
     """Recurrent state of one causal RAN layer between calls; all tensors are per row.
@@ -398,7 +392,7 @@ class RANLayerState:
         device = self.review_length.device
         history = torch.arange(self.review_keys.shape[1], device=device)[None, :] < self.review_length[:, None]
         window_of_slot = torch.arange(chunk.start, chunk.stop, device=device).repeat_interleave(layout.window_capacity)
-        earlier = torch.arange(review_entries(layout), device=device)[None, :] < window_of_slot[:, None]
+        earlier = torch.arange(layout.review_entries, device=device)[None, :] < window_of_slot[:, None]
         batch_size = history.shape[0]
         return torch.cat([history[:, None, :].expand(-1, len(window_of_slot), -1),
                           earlier[None].expand(batch_size, -1, -1)], dim=-1)
@@ -492,7 +486,7 @@ class RANWindowProjections:
 class RANCellChain:
     """Step 2 of a layer: pre-residual cells `c_i` and passed cells `s_i` (B, n, D), the cell rows' keys and values
     (B, n, H, d), the last carried cell (B, D), and the memory-review keys and values of the cells that get a review
-    entry (`review_entries`), (B, n or n - 1, D) each, or None when none does."""
+    entry (`RANWindowLayout.review_entries`), (B, n or n - 1, D) each, or None when none does."""
 
     cells: torch.Tensor
     passed_cells: torch.Tensor
@@ -725,7 +719,7 @@ class RANLayer(GradientCheckpointingLayer):
             cells, passed_cells, cell_keys, cell_values, last_cell = self._run_cell_chain(
                 windows, cell, state, layout, self.cell_initializer.weight.dtype)
         token_dtype = windows.keys[0].dtype
-        review_memory = None if layout.no_window_finishes else self._review_memory(cells[:, :review_entries(layout)])
+        review_memory = None if layout.no_window_finishes else self._review_memory(cells[:, :layout.review_entries])
         return RANCellChain(cells, passed_cells, cell_keys.to(token_dtype), cell_values.to(token_dtype), last_cell,
                             review_memory)
 

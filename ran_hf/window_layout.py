@@ -192,6 +192,12 @@ class RANWindowLayout:
         return None if self.all_real else self.window_mask
 
     @property
+    def review_entries(self) -> int:
+        """How many of this call's windows get a memory-review entry: all, except a causal call's last window when no
+        row finishes it (its cell is read by no token of the call, and committed by none)."""
+        return self.num_windows - self.last_window_unfinished
+
+    @property
     def no_window_finishes(self) -> bool:
         """Causal: this call's only window is unfinished in every row (most decoding steps), so no cell is committed
         and none gets a memory-review entry. (A static layout is bidirectional, so its symbolic window count is
