@@ -728,58 +728,91 @@ class RANLayer(GradientCheckpointingLayer):
         layout: RANWindowLayout, dtype: torch.dtype,
     ) -> tuple[torch.Tensor, ...]:
         """`run_cell_chain` in `dtype` (autocast off): cells, passed cells, cell keys, cell values, last cell."""
-        batch_size, num_windows = layout.window_mask.shape
-        windows = replace(windows, keys=[k.to(dtype) for k in windows.keys],
-                          values=[v.to(dtype) for v in windows.values])
-        like = windows.keys[0]
-        if state is not None:
-            s, previous_c, has_previous = state.cell.to(dtype), state.previous_cell.to(dtype), state.has_previous
+        keys = [k.to(dtype) for k in windows.keys]
+        values = [v.to(dtype) for v in windows.values]
+        s, previous_c, has_previous = self._chain_start(cell, state, layout.window_mask.shape[0], keys[0], dtype)
+        per_window = self._chain_masks(windows.key_mask, has_previous, layout, state)
+        if layout.static and (torch.compiler.is_exporting() or not torch.is_grad_enabled()):
+            s, outputs = self._chain_traced(keys, values, per_window, (s, previous_c))
         else:
-            s = self.initial_cell(cell, batch_size, like)
-            previous_c, has_previous = torch.zeros_like(s), s.new_zeros(batch_size, dtype=torch.bool)
-        # whether a row has finished a window before window i (no cell residual until then, eq. 7)
+            s, outputs = self._chain_python_loop(keys, values, per_window, (s, previous_c), layout, state)
+        cells, passed_cells, cell_keys, cell_values = outputs
+        if layout.cell_mask is not None:
+            cells = cells * layout.cell_mask[..., None].to(cells.dtype)
+        return cells, passed_cells, cell_keys, cell_values, s
+
+    def _chain_start(
+        self, cell: torch.Tensor | None, state: RANLayerState | None, batch_size: int, like: torch.Tensor,
+        dtype: torch.dtype,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Where the chain starts: `s_0` and `c_0` (B, D) in `dtype`, and (B,) whether a row has finished a window
+        before this call; from `state` (causal) or from `initial_cell(cell)`."""
+        if state is not None:
+            return state.cell.to(dtype), state.previous_cell.to(dtype), state.has_previous
+        s = self.initial_cell(cell, batch_size, like)
+        return s, torch.zeros_like(s), s.new_zeros(batch_size, dtype=torch.bool)
+
+    def _chain_masks(
+        self, key_mask: torch.Tensor | None, has_previous: torch.Tensor, layout: RANWindowLayout,
+        state: RANLayerState | None,
+    ) -> list[torch.Tensor | None]:
+        """The per-window inputs of `_chain_window` after the keys and values, windows first (n, B, ...), each
+        None where it would be all true: the key mask, the rows that have window i, whether a row has finished a
+        window before window i (no cell residual until then, eq. 7), and the rows whose passed cell is dropped out
+        (training: the authors drop it in every window of a row but its last)."""
         has_previous = has_previous[:, None] | layout.after_first_window()  # (B, n)
         drop_passed = None
         if self.training and self.dropout.p > 0 and state is None:
-            window_index = torch.arange(num_windows, device=like.device)
+            window_index = torch.arange(layout.window_mask.shape[1], device=has_previous.device)
             drop_passed = window_index[None, :] < layout.windows_per_row[:, None] - 1
-        per_window = [None, None, windows.key_mask, layout.varying_window_mask, has_previous, drop_passed]
-        per_window = [t.transpose(0, 1) if t is not None else None for t in per_window]  # windows first: (n, B, ...)
-        if layout.static and (torch.compiler.is_exporting() or not torch.is_grad_enabled()):
-            # one traced loop body for any number of windows (the grid size is symbolic under compile / export);
-            # not when training: the backward of `while_loop` is wrong in torch 2.13 (measured), so a compiled
-            # training step unrolls the Python loop below instead (one graph per number of windows)
-            per_window[:2] = [_cat(windows.keys, 1).transpose(0, 1), _cat(windows.values, 1).transpose(0, 1)]
-            if per_window[5] is None:
-                per_window[5] = torch.zeros_like(per_window[4])
-            key_like = per_window[0][0, :, 0]  # (B, H, d)
-            (s, _), outputs = run_chain_while_loop(self._chain_window, (s, previous_c), per_window,
-                                                   (s, s, key_like, key_like))
-            outputs = [t.transpose(0, 1) for t in outputs]
+        masks = [key_mask, layout.varying_window_mask, has_previous, drop_passed]
+        return [t.transpose(0, 1) if t is not None else None for t in masks]
+
+    def _chain_traced(
+        self, keys: list[torch.Tensor], values: list[torch.Tensor], per_window: list[torch.Tensor | None],
+        carry: tuple[torch.Tensor, torch.Tensor],
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """The chain as one traced loop body for any number of windows (the grid size is symbolic under compile /
+        export). Not for training: the backward of `while_loop` is wrong in torch 2.13 (measured), so a compiled
+        training step runs `_chain_python_loop` (one graph per number of windows). Returns the last cell (B, D) and
+        the outputs (B, n, ...)."""
+        keys, values = _cat(keys, 1).transpose(0, 1), _cat(values, 1).transpose(0, 1)  # (n, B, K, H, d)
+        key_mask, valid, has_previous, drop_passed = per_window
+        if drop_passed is None:
+            drop_passed = torch.zeros_like(has_previous)
+        key_like, s = keys[0, :, 0], carry[0]  # (B, H, d), (B, D)
+        (s, _), outputs = run_chain_while_loop(
+            self._chain_window, carry, [keys, values, key_mask, valid, has_previous, drop_passed],
+            (s, s, key_like, key_like))
+        return s, [t.transpose(0, 1) for t in outputs]
+
+    def _chain_python_loop(
+        self, keys: list[torch.Tensor], values: list[torch.Tensor], per_window: list[torch.Tensor | None],
+        carry: tuple[torch.Tensor, torch.Tensor], layout: RANWindowLayout, state: RANLayerState | None,
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """The chain as a Python loop over windows: eagerly one window at a time, or through the compiled step,
+        `COMPILED_CHAIN_BLOCK` windows a call (`config.chain_implementation="compiled"`). A last window left open
+        (causal) is not run: its cell would only be read by a later call, which recomputes it. Returns the last
+        cell (B, D) and the outputs (B, n, ...)."""
+        num_windows = layout.window_mask.shape[1]
+        step, blocks = self._chain_window, {}
+        if self.config.chain_implementation == "compiled" and not is_compiling():
+            step = self._compiled_chain_window
+            blocks = dict(block_step=self._compiled_chain_windows, block_size=COMPILED_CHAIN_BLOCK)
+            # windows first, copied to fresh row-major strides: a window's (or a block's) strides then do not
+            # depend on the number of windows (a new stride recompiles the step; `contiguous()` would keep a
+            # size-1 batch axis's stride)
+            windows = [_cat(keys, 1).transpose(0, 1), _cat(values, 1).transpose(0, 1), *per_window]
+            windows = [t.clone(memory_format=torch.contiguous_format) if t is not None else None for t in windows]
         else:
-            step, blocks = self._chain_window, {}
-            if self.config.chain_implementation == "compiled" and not is_compiling():
-                # windows first, copied to fresh row-major strides: a window's (or a block's) strides then do not
-                # depend on the number of windows (a new stride recompiles the step; `contiguous()` would keep a
-                # size-1 batch axis's stride)
-                step = self._compiled_chain_window
-                blocks = dict(block_step=self._compiled_chain_windows, block_size=COMPILED_CHAIN_BLOCK)
-                per_window[:2] = [_cat(windows.keys, 1).transpose(0, 1), _cat(windows.values, 1).transpose(0, 1)]
-                per_window = [t.clone(memory_format=torch.contiguous_format) if t is not None else None
-                              for t in per_window]
-            else:
-                per_window[:2] = [[k for keys in windows.keys for k in keys.unbind(1)],
-                                  [v for values in windows.values for v in values.unbind(1)]]
-            skip_last = layout.last_window_unfinished
-            (s, _), outputs = run_chain(step, (s, previous_c), per_window, num_windows - skip_last, **blocks)
-            if skip_last:  # its cell would only be read by a later call, which recomputes it
-                outputs.append((torch.zeros_like(s), s, *self._open_cell_key_value(s, state, num_windows, dtype)))
-            outputs = [_stack(t, 1) for t in zip(*outputs)]
-        cells, passed_cells, cell_keys, cell_values = outputs
-        cell_mask = layout.cell_mask
-        if cell_mask is not None:
-            cells = cells * cell_mask[..., None].to(cells.dtype)
-        return cells, passed_cells, cell_keys, cell_values, s
+            windows = [[k for chunk in keys for k in chunk.unbind(1)],
+                       [v for chunk in values for v in chunk.unbind(1)], *per_window]
+        skip_last = layout.last_window_unfinished
+        (s, _), outputs = run_chain(step, carry, windows, num_windows - skip_last, **blocks)
+        if skip_last:
+            open_key, open_value = self._open_cell_key_value(s, state, num_windows, keys[0].dtype)
+            outputs.append((torch.zeros_like(s), s, open_key, open_value))
+        return s, [_stack(t, 1) for t in zip(*outputs)]
 
     def _open_cell_key_value(self, s: torch.Tensor, state: RANLayerState | None, num_windows: int,
                              dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
