@@ -82,6 +82,18 @@ from transformers import (
     set_seed,
 )
 
+from run_scripts.helpers.classification import (
+    check_split_labels,
+    config_label_names,
+    encode_labels,
+    logits_to_predictions,
+    parse_class_names,
+    parse_labels,
+    score_test_split,
+    training_label_names,
+    validation_indices,
+    write_predictions,
+)
 from run_scripts.helpers.data_files import (
     check_file,
     dataset_records,
@@ -224,110 +236,14 @@ class DataTrainingArguments:
 
 
 # ----------------------------------------------------------------------------------------------------------------------
-# labels
+# the job, step by step
 # ----------------------------------------------------------------------------------------------------------------------
 
 
-def _label_key(value, path, line, arg_name) -> str:
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, float):
-        if not value.is_integer():
-            raise ValueError(f"--{arg_name} '{path}', line {line}: label {value!r} is not a class (regression is not "
-                             f"supported by this script); use int or string labels.")
-        value = int(value)
-    if isinstance(value, (int, str)):
-        key = str(value).strip()
-        if key:
-            return key
-    raise ValueError(f"--{arg_name} '{path}', line {line}: invalid label {value!r}; use an int, a string or a list "
-                     f"of them (multi-label).")
-
-
-def parse_labels(records, label_field, path, arg_name) -> tuple[bool, list]:
-    """(multi_label, per-record label keys: a str, or a list of str for multi-label)."""
-    kinds = {isinstance(r[label_field], (list, tuple)) for r in records}
-    if len(kinds) > 1:
-        first_list = next(r["_line"] for r in records if isinstance(r[label_field], (list, tuple)))
-        first_scalar = next(r["_line"] for r in records if not isinstance(r[label_field], (list, tuple)))
-        raise ValueError(f"--{arg_name} '{path}': field {label_field!r} is a list on line {first_list} (multi-label) "
-                         f"but a single value on line {first_scalar}; use one kind for the whole file.")
-    multi = kinds == {True}
-    keys = []
-    for r in records:
-        value = r[label_field]
-        if multi:
-            keys.append(sorted({_label_key(v, path, r["_line"], arg_name) for v in value}))
-        else:
-            keys.append(_label_key(value, path, r["_line"], arg_name))
-    return multi, keys
-
-
-def sort_labels(keys) -> list[str]:
-    try:
-        return sorted(keys, key=int)
-    except ValueError:
-        return sorted(keys)
-
-
-def parse_class_names(spec: str | None) -> dict[str, str]:
-    """`--class_names '0=negative,1=positive'` -> {'0': 'negative', '1': 'positive'}."""
-    if not spec:
-        return {}
-    names = {}
-    for item in spec.split(","):
-        value, sep, name = (part.strip() for part in item.partition("="))
-        if not sep or not value or not name:
-            raise ValueError(f"--class_names: {item!r} is not 'value=name' (e.g. '0=negative,1=positive').")
-        names[value] = name
-    if len(set(names.values())) < len(names):
-        raise ValueError(f"--class_names {spec!r}: two values have the same name; give every label its own name.")
-    return names
-
-
-def check_known_labels(keys, multi, label2id, path, arg_name, records):
-    unseen = {}
-    for key, r in zip(keys, records):
-        for k in (key if multi else [key]):
-            if k not in label2id:
-                unseen.setdefault(k, []).append(r["_line"])
-    if unseen:
-        detail = "; ".join(f"{k!r} (line {', '.join(map(str, v[:5]))}{', ...' if len(v) > 5 else ''})"
-                           for k, v in sorted(unseen.items()))
-        raise ValueError(
-            f"--{arg_name} '{path}' has label(s) never seen in the training data: {detail}. Known labels: "
-            f"{sorted(label2id)}. A classifier cannot predict a class it was not trained on: fix these labels, "
-            f"add training examples of them, or drop these documents."
-        )
-
-
-# ----------------------------------------------------------------------------------------------------------------------
-# metrics
-# ----------------------------------------------------------------------------------------------------------------------
-
-
-def logits_to_predictions(logits: np.ndarray, multi: bool, threshold: float) -> np.ndarray:
-    if isinstance(logits, (tuple, list)):
-        logits = logits[0]
-    if multi:
-        return (1.0 / (1.0 + np.exp(-logits)) > threshold).astype(int)
-    return logits.argmax(-1)
-
-
-def majority_baseline(train_labels: np.ndarray, n: int, multi: bool) -> np.ndarray:
-    """Most frequent training label (multi-label: every label present in more than half the training docs)."""
-    if multi:
-        return np.tile((train_labels.mean(0) > 0.5).astype(int), (n, 1))
-    return np.full(n, np.bincount(train_labels).argmax())
-
-
-# ----------------------------------------------------------------------------------------------------------------------
-# main
-# ----------------------------------------------------------------------------------------------------------------------
-
-
-def main(argv: list[str] | None = None) -> dict:
-    argv = list(sys.argv[1:] if argv is None else argv)
+def parse_job_arguments(argv: list[str]) -> tuple[ModelArguments, DataTrainingArguments, TrainingArguments,
+                                                   Recipe | None]:
+    """The three argument groups, with the script's defaults, the recipe's and the default job's in front of `argv`
+    (later flags win), and the recipe, which is logged."""
     parser = HfArgumentParser((ModelArguments, DataTrainingArguments, TrainingArguments))
     default_job = not any(a.split("=", 1)[0] in DATA_FLAGS for a in argv)
     recipe = select_recipe(flag_value(argv, "--recipe"), flag_value(argv, "--model_name_or_path"), DEFAULT_RECIPE)
@@ -344,8 +260,14 @@ def main(argv: list[str] | None = None) -> dict:
                     + (f" ({', '.join(replaced)} from --config_overrides)" if replaced else "")
                     + f", flags {' '.join(recipe.flags) or 'of the script'} (explicit flags win).")
     setup_threads(model_args)
-    started = time.time()
+    return model_args, data_args, training_args, recipe
 
+
+def data_sources(data_args, training_args, model_args, argv: list[str]) -> tuple[dict | None, dict, bool]:
+    """Where each split comes from: the files, `--dataset_name`'s splits, or with neither the default job's
+    Hyperpartisan files. Sets `--do_train/--do_eval/--do_predict` from the data when none is given and checks that
+    the data covers the steps asked for. Returns (the loaded dataset or None, split -> (flag, source, the dataset's
+    split name or None), whether this is the default job)."""
     files = [data_args.train_file, data_args.validation_file, data_args.test_file]
     if data_args.dataset_name and any(files):
         raise ValueError("--dataset_name replaces --train_file/--validation_file/--test_file: pass one or the other.")
@@ -354,7 +276,7 @@ def main(argv: list[str] | None = None) -> dict:
         data_args.train_file, data_args.test_file = DEFAULT_TRAIN_FILE, DEFAULT_TEST_FILE
         logger.info("No data files given: the default job, Hyperpartisan by-article (SemEval-2019 Task 4) from "
                     f"{DATA_DIR}.")
-    dataset, sources = None, {}  # sources: split -> (argument, the file or 'dataset[split]', as errors name it)
+    dataset, sources = None, {}
     if data_args.dataset_name:
         dataset = load_dataset_splits(data_args.dataset_name, data_args.dataset_config_name)
         for split, names in DATASET_SPLITS.items():
@@ -381,105 +303,79 @@ def main(argv: list[str] | None = None) -> dict:
                          "--model_name_or_path.")
     if training_args.do_predict and "test" not in sources:
         raise ValueError(f"--do_predict needs {given.replace('train', 'test')}.")
-    max_length = data_args.max_length or None
-    set_seed(training_args.seed)
+    return dataset, sources, default_job
 
-    # ---- read the data (errors name file, line and fix); the test data may come without labels
-    text_cols, label_col = split_columns(data_args.text_column_name), data_args.label_column_name
-    class_names = parse_class_names(data_args.class_names)
-    splits: dict[str, tuple[str, str, list[dict]]] = {}  # split -> (argument, source, records)
+
+def read_splits(sources: dict, dataset, data_args, training_args) -> dict[str, tuple[str, str, list[dict]]]:
+    """The records of every split this run uses (errors name the file, line and fix): split -> (flag, source,
+    records). The test split may come without labels: it is then predicted, not scored."""
+    label_col = data_args.label_column_name
     wanted = {"train": training_args.do_train, "validation": training_args.do_eval, "test": training_args.do_predict}
+    limit_flags = {"train": "max_train_samples", "validation": "max_eval_samples", "test": "max_predict_samples"}
+    splits = {}
     for split, (arg, source, dataset_split) in sources.items():
         if not wanted[split]:
             continue
         fields, optional = ([], [label_col]) if split == "test" else ([label_col], [])
+        text_field, skip_empty = split_columns(data_args.text_column_name), data_args.skip_empty_documents
         if dataset is not None:
-            records = dataset_records(dataset[dataset_split], fields, f"--{arg} '{source}'", text_field=text_cols,
-                                      skip_empty=data_args.skip_empty_documents, optional_fields=optional)
+            records = dataset_records(dataset[dataset_split], fields, f"--{arg} '{source}'", text_field=text_field,
+                                      skip_empty=skip_empty, optional_fields=optional)
         else:
-            records = read_records(check_file(source, arg), fields, arg, text_field=text_cols,
-                                   skip_empty=data_args.skip_empty_documents, optional_fields=optional)
-        limit_flag = {"train": "max_train_samples", "validation": "max_eval_samples",
-                      "test": "max_predict_samples"}[split]
-        splits[split] = (arg, source, first_records(records, getattr(data_args, limit_flag), limit_flag, label_col))
+            records = read_records(check_file(source, arg), fields, arg, text_field=text_field,
+                                   skip_empty=skip_empty, optional_fields=optional)
+        limit = limit_flags[split]
+        splits[split] = (arg, source, first_records(records, getattr(data_args, limit), limit, label_col))
     if "test" in splits and label_col not in splits["test"][2][0]:
         logger.info(f"--{splits['test'][0]} '{splits['test'][1]}' has no {label_col!r} field: its documents are "
                     f"predicted (test_predictions.jsonl) and no test metrics are computed.")
+    return splits
 
+
+def resolve_labels(splits: dict, sources: dict, dataset, data_args, model_args) -> tuple[bool, list[str], dict]:
+    """The model's labels, from the training split (named by `--class_names`, in a `ClassLabel`'s order where the
+    dataset has one) or, without training, from the trained model's config; every split's labels checked against
+    them. Returns (multi_label, the labels in id order, split -> label keys)."""
+    label_col = data_args.label_column_name
+    class_names = parse_class_names(data_args.class_names)
     parsed = {split: parse_labels(records, label_col, source, arg)
               for split, (arg, source, records) in splits.items() if label_col in records[0]}
     if "train" in parsed:
-        multi = parsed["train"][0]
-        label_list = sort_labels({k for key in parsed["train"][1] for k in (key if multi else [key])})
+        multi, keys = parsed["train"]
         feature = dataset[sources["train"][2]].features.get(label_col) if dataset is not None else None
-        if isinstance(feature, datasets.ClassLabel) and set(label_list) <= set(feature.names):
-            label_list = list(feature.names)  # the dataset's own label ids and order
-        if len(label_list) < 2 and not multi:
-            raise ValueError(f"--{splits['train'][0]} '{splits['train'][1]}' has a single label ({label_list}); "
-                             f"classification needs at least two.")
-        unnamed = [k for k in label_list if class_names and k not in class_names]
-        if unnamed:
-            raise ValueError(f"--class_names names the values {sorted(class_names)} but not the training label(s) "
-                             f"{unnamed}; give every label a name.")
-        label_list = [class_names.get(k, k) for k in label_list]
+        order = feature.names if isinstance(feature, datasets.ClassLabel) else None
+        arg, source, _ = splits["train"]
+        label_list = training_label_names(multi, keys, arg, source, class_names, order)
     else:
-        config = AutoConfig.from_pretrained(model_args.model_name_or_path,
-                                                      trust_remote_code=model_args.trust_remote_code)
-        multi = config.problem_type == "multi_label_classification"
-        label_list = [config.id2label[i] for i in range(config.num_labels)]
-    label2id = {label: i for i, label in enumerate(label_list)}
-    for split, (multi_split, keys) in parsed.items():
-        arg, source, records = splits[split]
-        if multi_split != multi and len(records):
-            raise ValueError(f"--{arg} '{source}': labels are "
-                             f"{'lists (multi-label)' if multi_split else 'single values'} but the training data "
-                             f"is {'multi-label' if multi else 'single-label'}.")
-        keys = [[class_names.get(k, k) for k in key] if multi else class_names.get(key, key) for key in keys]
-        parsed[split] = (multi_split, keys)
-        check_known_labels(keys, multi, label2id, source, arg, records)
+        multi, label_list = config_label_names(AutoConfig.from_pretrained(
+            model_args.model_name_or_path, trust_remote_code=model_args.trust_remote_code))
+    return multi, label_list, check_split_labels(parsed, splits, multi, label_list, class_names)
 
-    def encode_labels(keys):
-        if multi:
-            out = np.zeros((len(keys), len(label_list)), dtype=np.float32)
-            for row, ks in enumerate(keys):
-                out[row, [label2id[k] for k in ks]] = 1.0
-            return out
-        return np.array([label2id[k] for k in keys], dtype=np.int64)
 
-    raw = {split: datasets.Dataset.from_dict({
-        "text": [r["_text"] for r in records], "line": [r["_line"] for r in records],
-        **({"labels": encode_labels(parsed[split][1]).tolist()} if split in parsed else {})})
-        for split, (arg, source, records) in splits.items()}
+def labelled_dataset(records: list[dict], keys: list | None, label_list: list[str], multi: bool) -> datasets.Dataset:
+    """A split's `text` and file `line`, and its `labels` (ids, or multi-hot rows) where it has label `keys`."""
+    columns = {"text": [r["_text"] for r in records], "line": [r["_line"] for r in records]}
+    if keys is not None:
+        columns["labels"] = encode_labels(keys, label_list, multi).tolist()
+    return datasets.Dataset.from_dict(columns)
 
-    # ---- validation split carved from train (stratified) when no validation file
-    if training_args.do_eval and "validation" not in raw and "train" in raw:
-        from sklearn.model_selection import train_test_split
 
-        n = len(raw["train"])
-        n_val = int(round(n * data_args.validation_split_percentage / 100))
-        if n_val < 1 or n - n_val < 1:
-            raise ValueError(f"--validation_split_percentage {data_args.validation_split_percentage} of {n} training "
-                             f"documents leaves no validation or no training documents; pass --validation_file.")
-        labels = np.array(raw["train"]["labels"])
-        stratify = labels if not multi and np.bincount(labels).min() >= 2 and n_val >= len(label_list) else None
-        train_idx, val_idx = train_test_split(np.arange(n), test_size=n_val, random_state=training_args.seed,
-                                              stratify=stratify)
-        raw["validation"] = raw["train"].select(sorted(val_idx.tolist()))
-        raw["train"] = raw["train"].select(sorted(train_idx.tolist()))
-        logger.info(f"Validation split: {n_val} of the {n} training documents (seed {training_args.seed}"
-                    f"{', stratified' if stratify is not None else ''}); the model trains on the other {n - n_val}.")
-    disable_eval_if_no_data(training_args, "validation" in raw)
+def hold_out_validation(train: datasets.Dataset, data_args, seed: int,
+                        num_labels: int) -> tuple[datasets.Dataset, datasets.Dataset]:
+    """(train, validation): `--validation_split_percentage` of the training documents held out, stratified."""
+    train_idx, val_idx, _ = validation_indices(np.array(train["labels"]), data_args.validation_split_percentage, seed,
+                                               num_labels)
+    return train.select(train_idx), train.select(val_idx)
 
-    # ---- tokenizer and tokenization (no truncation at 512: only --max_length)
-    resume = resolve_checkpoint(training_args) if training_args.do_train else None
-    tokenizer, tokenizer_source = get_tokenizer(model_args, lambda: list(raw["train"]["text"]),
-                                                resume_checkpoint=resume)
+
+def tokenize_split(split: datasets.Dataset, tokenizer, max_length: int | None, name: str) -> datasets.Dataset:
+    """Token ids, cut at `max_length` only (no 512-token cap; a cut document keeps its final [SEP]), with each
+    document's `length` after and `full_length` before the cut."""
 
     def tokenize(batch):
-        enc = tokenizer(batch["text"])
-        ids, masks, lengths = [], [], []
-        for x, m in zip(enc["input_ids"], enc["attention_mask"]):
-            lengths.append(len(x))
+        encoded = tokenizer(batch["text"])
+        ids, masks = [], []
+        for x, m in zip(encoded["input_ids"], encoded["attention_mask"]):
             if max_length and len(x) > max_length:
                 keep_last = x[-1] == tokenizer.sep_token_id
                 x = x[: max_length - 1] + x[-1:] if keep_last else x[:max_length]
@@ -487,99 +383,121 @@ def main(argv: list[str] | None = None) -> dict:
             ids.append(x)
             masks.append(m)
         return {"input_ids": ids, "attention_mask": masks, "length": [len(x) for x in ids],
-                "full_length": lengths}
+                "full_length": [len(x) for x in encoded["input_ids"]]}
 
-    tokenized = {split: ds.map(tokenize, batched=True, remove_columns=["text"], desc=f"tokenizing {split}")
-                 for split, ds in raw.items()}
-    length_stats = {split: length_statistics(ds["full_length"]) for split, ds in tokenized.items()}
-    report = format_length_table(length_stats)
+    return split.map(tokenize, batched=True, remove_columns=["text"], desc=f"tokenizing {name}")
+
+
+def report_lengths(tokenized: dict, max_length: int | None, tokenizer_source: str) -> tuple[dict, str, dict]:
+    """Prints every split's token-length distribution and how many documents `max_length` cut. Returns (the
+    statistics, the printed table, split -> documents cut)."""
+    stats = {split: length_statistics(ds["full_length"]) for split, ds in tokenized.items()}
+    table = format_length_table(stats)
     truncated = {split: int(sum(n > max_length for n in ds["full_length"])) if max_length else 0
                  for split, ds in tokenized.items()}
-    print(f"\nDocument lengths in tokens ({tokenizer_source}; [CLS]/[SEP] included, before truncation):\n{report}")
+    print(f"\nDocument lengths in tokens ({tokenizer_source}; [CLS]/[SEP] included, before truncation):\n{table}")
     print(f"Truncated at --max_length {max_length}: " + ", ".join(f"{s} {n}" for s, n in truncated.items()) + "\n",
           flush=True)
+    return stats, table, truncated
 
-    # ---- model
-    config_overrides = {"id2label": dict(enumerate(label_list)), "label2id": label2id,
-                        "problem_type": "multi_label_classification" if multi else "single_label_classification"}
-    model = build_model(AutoModelForSequenceClassification, model_args, tokenizer, config_overrides,
-                        ignore_mismatched_sizes=True, recipe_config=recipe.config if recipe else None)
+
+def build_trainer(model, tokenizer, tokenized: dict, model_args, data_args, training_args, multi: bool) -> RANTrainer:
+    """`RANTrainer` over the tokenized splits (validation in length order), scoring accuracy, micro- and macro-F1."""
 
     def compute_metrics(eval_pred):
-        preds = logits_to_predictions(eval_pred.predictions, multi, data_args.multi_label_threshold)
-        return classification_scores(np.asarray(eval_pred.label_ids).astype(int), preds)
+        predictions = logits_to_predictions(eval_pred.predictions, multi, data_args.multi_label_threshold)
+        return classification_scores(np.asarray(eval_pred.label_ids).astype(int), predictions)
 
     eval_dataset = None
     if "validation" in tokenized:
         eval_dataset, _ = sort_by_length(tokenized["validation"].remove_columns(["line", "full_length"]))
-    trainer = RANTrainer(
-        model=model, args=training_args,
-        train_dataset=tokenized["train"].remove_columns(["line", "full_length"]) if "train" in tokenized else None,
-        eval_dataset=eval_dataset, processing_class=tokenizer,
-        data_collator=DataCollatorWithPadding(tokenizer), compute_metrics=compute_metrics,
-        save_every_minutes=model_args.save_every_minutes,
-        learning_rates=parameter_learning_rates(model, model_args),
+    train_dataset = tokenized["train"].remove_columns(["line", "full_length"]) if "train" in tokenized else None
+    return RANTrainer(
+        model=model, args=training_args, train_dataset=train_dataset, eval_dataset=eval_dataset,
+        processing_class=tokenizer, data_collator=DataCollatorWithPadding(tokenizer), compute_metrics=compute_metrics,
+        save_every_minutes=model_args.save_every_minutes, learning_rates=parameter_learning_rates(model, model_args),
     )
+
+
+def predict_test(trainer: RANTrainer, tokenized: dict, test_split: tuple, label_list: list[str], multi: bool,
+                 data_args, training_args) -> tuple[dict, dict]:
+    """Predicts the test split (in length order, reported in file order) and writes `test_predictions.jsonl`;
+    scores it where it has labels (overall, by length, against the majority class) and prints the table.
+    Returns ({"test": metrics} or {"predict": a summary}, the table's rows)."""
+    test_arg, test_source, _ = test_split
+    test = tokenized["test"]
+    test_sorted, order = sort_by_length(test.remove_columns(["full_length"]))
+    output = trainer.predict(test_sorted.remove_columns(["line"]), metric_key_prefix="test")
+    logits = output.predictions[0] if isinstance(output.predictions, tuple) else output.predictions
+    logits = np.asarray(unsort(list(logits), order))
+    y_pred = logits_to_predictions(logits, multi, data_args.multi_label_threshold)
+    full_length = np.asarray(test["full_length"])
+    y_true = np.asarray(test["labels"]).astype(int) if "labels" in test.column_names else None
+    results, table = {}, {}
+    if y_true is not None:
+        train_labels = np.asarray(tokenized["train"]["labels"]).astype(int) if "train" in tokenized else None
+        model_name = "RAN" if trainer.model.config.model_type == "ran" else type(trainer.model).__name__
+        metrics, table = score_test_split(y_true, y_pred, full_length, train_labels, multi, label_list, model_name)
+        metrics["test_loss"] = output.metrics.get("test_loss")
+        trainer.log_metrics("test", metrics)
+        trainer.save_metrics("test", metrics)
+        results["test"] = metrics
+        print(f"\n***** test results: {len(y_true)} documents ({test_source}) *****\n"
+              f"{format_metrics_table(table)}\n", flush=True)
+    else:
+        results["predict"] = {"predict_samples": len(y_pred), "labelled": False}
+        logger.info(f"Predicted {len(y_pred)} unlabelled documents of --{test_arg} '{test_source}'; no metrics "
+                    f"(no {data_args.label_column_name!r} field).")
+    if training_args.should_save:
+        path = write_predictions(training_args.output_dir, test["line"], full_length, logits, y_pred, y_true,
+                                 label_list, multi)
+        logger.info(f"Test predictions: {path}")
+    return results, table
+
+
+def main(argv: list[str] | None = None) -> dict:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    model_args, data_args, training_args, recipe = parse_job_arguments(argv)
+    started = time.time()
+    dataset, sources, default_job = data_sources(data_args, training_args, model_args, argv)
+    set_seed(training_args.seed)
+
+    splits = read_splits(sources, dataset, data_args, training_args)
+    multi, label_list, label_keys = resolve_labels(splits, sources, dataset, data_args, model_args)
+    raw = {split: labelled_dataset(records, label_keys.get(split), label_list, multi)
+           for split, (_, _, records) in splits.items()}
+    if training_args.do_eval and "validation" not in raw and "train" in raw:
+        raw["train"], raw["validation"] = hold_out_validation(raw["train"], data_args, training_args.seed,
+                                                              len(label_list))
+    disable_eval_if_no_data(training_args, "validation" in raw)
+
+    resume = resolve_checkpoint(training_args) if training_args.do_train else None
+    tokenizer, tokenizer_source = get_tokenizer(model_args, lambda: list(raw["train"]["text"]),
+                                                resume_checkpoint=resume)
+    max_length = data_args.max_length or None
+    tokenized = {split: tokenize_split(ds, tokenizer, max_length, split) for split, ds in raw.items()}
+    length_stats, length_report, truncated = report_lengths(tokenized, max_length, tokenizer_source)
+
+    label_config = {"id2label": dict(enumerate(label_list)),
+                    "label2id": {label: i for i, label in enumerate(label_list)},
+                    "problem_type": "multi_label_classification" if multi else "single_label_classification"}
+    model = build_model(AutoModelForSequenceClassification, model_args, tokenizer, label_config,
+                        ignore_mismatched_sizes=True, recipe_config=recipe.config if recipe else None)
+    trainer = build_trainer(model, tokenizer, tokenized, model_args, data_args, training_args, multi)
 
     results: dict = {"length_statistics": length_stats, "labels": label_list, "multi_label": multi}
     if training_args.do_train:
         results["train"] = train_and_save(trainer, resume)
-
-    if eval_dataset is not None:
-        metrics = trainer.evaluate(eval_dataset)
+    if trainer.eval_dataset is not None:
+        metrics = trainer.evaluate()
         trainer.log_metrics("eval", metrics)
         trainer.save_metrics("eval", metrics)
         results["eval"] = metrics
-
     table = {}
     if training_args.do_predict:
-        test_arg, test_source, _ = splits["test"]
-        labelled = "labels" in tokenized["test"].column_names
-        test_sorted, order = sort_by_length(tokenized["test"].remove_columns(["full_length"]))
-        output = trainer.predict(test_sorted.remove_columns(["line"]), metric_key_prefix="test")
-        logits = output.predictions[0] if isinstance(output.predictions, tuple) else output.predictions
-        logits = np.asarray(unsort(list(logits), order))
-        y_pred = logits_to_predictions(logits, multi, data_args.multi_label_threshold)
-        full_length = np.asarray(tokenized["test"]["full_length"])
-        y_true = np.asarray(tokenized["test"]["labels"]).astype(int) if labelled else None
-        if labelled:
-            scores = classification_scores(y_true, y_pred)
-            test_metrics = {**{f"test_{k}": v for k, v in scores.items()},
-                            "test_loss": output.metrics.get("test_loss"), "test_samples": len(y_true)}
-            # the same scores on the documents a 512-token model reads whole and on those it would cut
-            model_name = "RAN" if trainer.model.config.model_type == "ran" else type(trainer.model).__name__
-            length_rows = {}  # printed-table row name -> scores
-            for name, sign, keep in (("le_512", "<=", full_length <= 512), ("over_512", ">", full_length > 512)):
-                if keep.any():
-                    part = classification_scores(y_true[keep], y_pred[keep])
-                    test_metrics.update({f"test_{name}_{k}": v for k, v in part.items()})
-                    test_metrics[f"test_{name}_samples"] = int(keep.sum())
-                    length_rows[f"{model_name}, the {int(keep.sum())} documents of {sign} 512 tokens"] = part
-            if "train" in tokenized:
-                train_labels = np.asarray(tokenized["train"]["labels"]).astype(int)
-                baseline_source = "training labels"
-            else:  # no training split: the baseline needs one; use the test labels' majority (marked as such)
-                train_labels = y_true
-                baseline_source = "test labels (no training split)"
-            baseline = classification_scores(y_true, majority_baseline(train_labels, len(y_true), multi))
-            test_metrics.update({f"baseline_{k}": v for k, v in baseline.items()})
-            trainer.log_metrics("test", test_metrics)
-            trainer.save_metrics("test", test_metrics)
-            results["test"] = test_metrics
-            majority = ("labels in > 50% of training docs" if multi
-                        else repr(label_list[int(np.bincount(train_labels).argmax())]))
-            table = {f"{model_name} (this run)": scores, **length_rows,
-                     f"majority class of the {baseline_source} ({majority})": baseline}
-            print(f"\n***** test results: {len(y_true)} documents ({test_source}) *****\n"
-                  f"{format_metrics_table(table)}\n", flush=True)
-        else:
-            results["predict"] = {"predict_samples": len(y_pred), "labelled": False}
-            logger.info(f"Predicted {len(y_pred)} unlabelled documents of --{test_arg} '{test_source}'; no metrics "
-                        f"(no {data_args.label_column_name!r} field).")
-        if training_args.should_save:
-            path = write_predictions(training_args.output_dir, tokenized["test"]["line"], full_length, logits,
-                                     y_pred, y_true, label_list, multi)
-            logger.info(f"Test predictions: {path}")
+        test_results, table = predict_test(trainer, tokenized, splits["test"], label_list, multi, data_args,
+                                           training_args)
+        results.update(test_results)
 
     results["wall_time_s"] = round(time.time() - started, 1)
     if training_args.should_save:
@@ -587,33 +505,10 @@ def main(argv: list[str] | None = None) -> dict:
             trainer.save_model()
         with open(os.path.join(training_args.output_dir, "all_results_summary.json"), "w") as f:
             json.dump(results, f, indent=2, default=str)
-        write_card(training_args, data_args, model_args, trainer.model, results, table, report, truncated,
+        write_card(training_args, data_args, model_args, trainer.model, results, table, length_report, truncated,
                    max_length, tokenizer_source, label_list, multi, default_job, argv)
     logger.info(f"Done in {results['wall_time_s']} s; output in {training_args.output_dir}")
     return results
-
-
-def write_predictions(output_dir, lines, lengths, logits, y_pred, y_true, label_list, multi) -> str:
-    """`output_dir/test_predictions.jsonl`: per document its `line`, `tokens` (before truncation), the gold `label`
-    (labelled data only), the `prediction` (label names; a list for multi-label) and every label's `probabilities`
-    (softmax; sigmoid for multi-label)."""
-    os.makedirs(output_dir, exist_ok=True)
-    logits = torch.from_numpy(np.asarray(logits)).float()
-    probs = (torch.sigmoid(logits) if multi else torch.softmax(logits, -1)).numpy()
-
-    def names(value):
-        return [label_list[i] for i in np.flatnonzero(value)] if multi else label_list[int(value)]
-
-    path = os.path.join(output_dir, "test_predictions.jsonl")
-    with open(path, "w", encoding="utf-8") as f:
-        for row, (line, length, pred, p) in enumerate(zip(lines, lengths, y_pred, probs)):
-            record = {"line": line, "tokens": int(length)}
-            if y_true is not None:
-                record["label"] = names(y_true[row])
-            record.update({"prediction": names(pred),
-                           "probabilities": {label: round(float(x), 5) for label, x in zip(label_list, p)}})
-            f.write(json.dumps(record) + "\n")
-    return path
 
 
 def write_card(training_args, data_args, model_args, model, results, table, length_report, truncated, max_length,

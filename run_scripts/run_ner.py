@@ -281,13 +281,13 @@ def per_type_scores(gold: list, pred: list) -> dict:
 # ----------------------------------------------------------------------------------------------------------------------
 
 
-def main(argv: list[str] | None = None) -> dict:
-    argv = list(sys.argv[1:] if argv is None else argv)
+def parse_job_arguments(argv: list[str]) -> tuple[ModelArguments, DataTrainingArguments, TrainingArguments]:
+    """The three argument groups (the script's defaults in front of `argv`); `--do_train/--do_eval/--do_predict`
+    set from the files given when none is, and checked against them."""
     parser = HfArgumentParser((ModelArguments, DataTrainingArguments, TrainingArguments))
     model_args, data_args, training_args = parse_args(parser, argv, SCRIPT_DEFAULTS)
     setup_logging(training_args)
     setup_threads(model_args)
-    started = time.time()
     if not steps_given(argv):
         training_args.do_train = data_args.train_file is not None
         training_args.do_eval = data_args.validation_file is not None
@@ -302,41 +302,41 @@ def main(argv: list[str] | None = None) -> dict:
         training_args.do_eval = False  # set by the default epoch-wise evaluation, not asked for
     if training_args.do_predict and not data_args.test_file:
         raise ValueError("--do_predict needs --test_file.")
-    set_seed(training_args.seed)
-    max_length = data_args.max_length or None
+    return model_args, data_args, training_args
 
+
+def read_splits(data_args, training_args) -> dict[str, list[dict]]:
+    """The examples (documents or sentences) of every split this run uses; the test file may come without tags."""
     examples = {}
-    for split, path, arg, limit in [("train", data_args.train_file, "train_file", data_args.max_train_samples),
-                                    ("validation", data_args.validation_file, "validation_file",
-                                     data_args.max_eval_samples),
-                                    ("test", data_args.test_file, "test_file", data_args.max_predict_samples)]:
-        wanted = {"train": training_args.do_train, "validation": training_args.do_eval,
-                  "test": training_args.do_predict}[split]
+    for split, arg, wanted, limit in (
+            ("train", "train_file", training_args.do_train, data_args.max_train_samples),
+            ("validation", "validation_file", training_args.do_eval, data_args.max_eval_samples),
+            ("test", "test_file", training_args.do_predict, data_args.max_predict_samples)):
+        path = getattr(data_args, arg)
         if path and wanted:
-            exs = read_conll(path, arg, data_args.label_column, data_args.document_level,
-                             data_args.skip_empty_documents, allow_untagged=split == "test")
-            examples[split] = exs[:limit] if limit else exs
-    disable_eval_if_no_data(training_args, "validation" in examples)
-    untagged = "test" in examples and examples["test"][0]["tags"] is None
-    if untagged:
+            split_examples = read_conll(path, arg, data_args.label_column, data_args.document_level,
+                                        data_args.skip_empty_documents, allow_untagged=split == "test")
+            examples[split] = split_examples[:limit] if limit else split_examples
+    if "test" in examples and examples["test"][0]["tags"] is None:
         logger.info(f"--test_file '{data_args.test_file}' has no tag column: its words are predicted "
                     f"(test_predictions.txt) and no test metrics are computed.")
+    return examples
 
-    # ---- tag set (training tags; unseen validation/test tags are an error)
+
+def tag_set(examples: dict, data_args, model_args) -> list[str]:
+    """The tags in id order: the training split's ("O" first, then by entity type), or without training the trained
+    model's; a validation or test tag outside them is an error naming the file and the document."""
     if "train" in examples:
         label_list = sorted({t for ex in examples["train"] for t in ex["tags"]}, key=lambda t: (t != "O", t[2:], t))
     else:
         config = AutoConfig.from_pretrained(model_args.model_name_or_path,
-                                                      trust_remote_code=model_args.trust_remote_code)
+                                            trust_remote_code=model_args.trust_remote_code)
         label_list = [config.id2label[i] for i in range(config.num_labels)]
-    label2id = {t: i for i, t in enumerate(label_list)}
     for split in ("validation", "test"):
-        if split not in examples:
-            continue
         unseen = {}
-        for ex in examples[split]:
+        for ex in examples.get(split, []):
             for t in ex["tags"] or []:
-                if t not in label2id:
+                if t not in label_list:
                     unseen.setdefault(t, ex["line"])
         if unseen:
             arg = f"{split}_file"
@@ -344,71 +344,98 @@ def main(argv: list[str] | None = None) -> dict:
                 f"--{arg} '{getattr(data_args, arg)}' has tag(s) never seen in the training data: "
                 + ", ".join(f"{t!r} (document at line {n})" for t, n in sorted(unseen.items()))
                 + f". Known tags: {label_list}. Fix the tags, or add training examples with them.")
+    return label_list
 
-    # ---- tokenizer, tokenization
-    resume = resolve_checkpoint(training_args) if training_args.do_train else None
-    tokenizer, tokenizer_source = get_tokenizer(
-        model_args, lambda: [" ".join(ex["words"]) for ex in examples["train"]], resume_checkpoint=resume)
-    encoded, lengths, cut = {}, {}, {}
-    for split, exs in examples.items():
-        encoded[split], lengths[split], cut[split] = tokenize_and_align(exs, tokenizer, label2id, max_length)
-        if cut[split]:
-            logger.warning(f"{split}: --max_length {max_length} cut {cut[split]} word(s); they get no prediction and "
+
+def encode_splits(examples: dict, tokenizer, label2id: dict, max_length: int | None, unit: str,
+                  tokenizer_source: str) -> tuple[dict, dict, str]:
+    """Every split's word pieces with the tags on each word's first piece; prints the lengths in pieces and in words.
+    Returns (split -> dataset, split -> length statistics, the printed table of pieces)."""
+    encoded, lengths = {}, {}
+    for split, split_examples in examples.items():
+        encoded[split], lengths[split], cut = tokenize_and_align(split_examples, tokenizer, label2id, max_length)
+        if cut:
+            logger.warning(f"{split}: --max_length {max_length} cut {cut} word(s); they get no prediction and "
                            f"are left out of the {split} metrics.")
     stats = {split: length_statistics(v) for split, v in lengths.items()}
-    word_stats = {split: length_statistics([len(ex["words"]) for ex in exs], unit="words")
-                  for split, exs in examples.items()}
+    word_stats = {split: length_statistics([len(ex["words"]) for ex in split_examples], unit="words")
+                  for split, split_examples in examples.items()}
     report = format_length_table(stats)
-    unit = "documents" if data_args.document_level else "sentences"
     print(f"\nInput lengths in word pieces ({unit}; {tokenizer_source}; [CLS]/[SEP] included):\n{report}\n"
           f"In words:\n{format_length_table(word_stats, unit='words')}\n", flush=True)
+    return encoded, stats, report
 
-    # ---- model, trainer
-    model = build_model(AutoModelForTokenClassification, model_args, tokenizer,
-                        {"id2label": dict(enumerate(label_list)), "label2id": label2id},
-                        ignore_mismatched_sizes=True)
-    id2label = dict(enumerate(label_list))
+
+def build_trainer(model, tokenizer, encoded: dict, model_args, training_args) -> RANTrainer:
+    """`RANTrainer` over the encoded splits (validation in length order), scoring entities with seqeval."""
+    id2label = model.config.id2label
 
     def compute_metrics(eval_pred):
         gold, pred = tag_sequences(eval_pred.predictions, eval_pred.label_ids, id2label)
         return entity_scores(gold, pred)
 
     eval_dataset = sort_by_length(encoded["validation"])[0] if "validation" in encoded else None
-    trainer = RANTrainer(model=model, args=training_args, train_dataset=encoded.get("train"),
-                         eval_dataset=eval_dataset, processing_class=tokenizer,
-                         data_collator=DataCollatorForTokenClassification(tokenizer), compute_metrics=compute_metrics,
-                         save_every_minutes=model_args.save_every_minutes,
-                         learning_rates=parameter_learning_rates(model, model_args))
+    return RANTrainer(model=model, args=training_args, train_dataset=encoded.get("train"),
+                      eval_dataset=eval_dataset, processing_class=tokenizer,
+                      data_collator=DataCollatorForTokenClassification(tokenizer), compute_metrics=compute_metrics,
+                      save_every_minutes=model_args.save_every_minutes,
+                      learning_rates=parameter_learning_rates(model, model_args))
+
+
+def score_split(trainer: RANTrainer, dataset: datasets.Dataset, split: str, unit: str) -> tuple[dict, dict, list]:
+    """Entity-level scores of a tagged split (seqeval), overall and per entity type; prints the report.
+    Returns (metrics, per-type scores, the predicted tags in the dataset's order)."""
+    prefix = "eval" if split == "validation" else "test"
+    id2label = trainer.model.config.id2label
+    output = trainer.predict(dataset, metric_key_prefix=prefix)
+    gold, pred = tag_sequences(output.predictions, output.label_ids, id2label)
+    metrics = {f"{prefix}_{k}": v for k, v in entity_scores(gold, pred).items()}
+    metrics[f"{prefix}_loss"] = output.metrics.get(f"{prefix}_loss")
+    metrics[f"{prefix}_{unit}"] = len(gold)
+    per_type = per_type_scores(gold, pred)
+    trainer.log_metrics(prefix, metrics)
+    trainer.save_metrics(prefix, {**metrics, f"{prefix}_per_type": per_type})
+    print(f"\n***** {split}: entity-level scores (seqeval), {len(gold)} {unit} *****\n"
+          + classification_report(gold, pred, digits=4, zero_division=0), flush=True)
+    return metrics, per_type, pred
+
+
+def main(argv: list[str] | None = None) -> dict:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    model_args, data_args, training_args = parse_job_arguments(argv)
+    started = time.time()
+    set_seed(training_args.seed)
+    max_length = data_args.max_length or None
+    unit = "documents" if data_args.document_level else "sentences"
+
+    examples = read_splits(data_args, training_args)
+    disable_eval_if_no_data(training_args, "validation" in examples)
+    label_list = tag_set(examples, data_args, model_args)
+    label2id = {t: i for i, t in enumerate(label_list)}
+
+    resume = resolve_checkpoint(training_args) if training_args.do_train else None
+    tokenizer, tokenizer_source = get_tokenizer(
+        model_args, lambda: [" ".join(ex["words"]) for ex in examples["train"]], resume_checkpoint=resume)
+    encoded, stats, length_report = encode_splits(examples, tokenizer, label2id, max_length, unit, tokenizer_source)
+    model = build_model(AutoModelForTokenClassification, model_args, tokenizer,
+                        {"id2label": dict(enumerate(label_list)), "label2id": label2id},
+                        ignore_mismatched_sizes=True)
+    trainer = build_trainer(model, tokenizer, encoded, model_args, training_args)
 
     results: dict = {"labels": label_list, "length_statistics": stats}
     if training_args.do_train:
         results["train"] = train_and_save(trainer, resume)
-
     per_type = {}
     for split in ("validation", "test"):
         if split not in encoded:
             continue
-        ds, order = sort_by_length(encoded[split])
-        prefix = "eval" if split == "validation" else "test"
-        if split == "test" and untagged:
-            pred = predict_untagged(trainer, ds, id2label)
+        dataset, order = sort_by_length(encoded[split])
+        if examples[split][0]["tags"] is None:  # an untagged test file: predicted, not scored
+            pred = predict_untagged(trainer, dataset, trainer.model.config.id2label)
             results["predict"] = {f"predict_{unit}": len(pred), "labelled": False}
             logger.info(f"Predicted the words of {len(pred)} {unit}; no metrics (the test file has no tags).")
-            if training_args.should_save:
-                write_predictions(os.path.join(training_args.output_dir, "test_predictions.txt"),
-                                  examples["test"], unsort(pred, order), data_args.document_level)
-            continue
-        output = trainer.predict(ds, metric_key_prefix=prefix)
-        gold, pred = tag_sequences(output.predictions, output.label_ids, id2label)
-        metrics = {f"{prefix}_{k}": v for k, v in entity_scores(gold, pred).items()}
-        metrics[f"{prefix}_loss"] = output.metrics.get(f"{prefix}_loss")
-        metrics[f"{prefix}_{unit}"] = len(gold)
-        per_type[split] = per_type_scores(gold, pred)
-        trainer.log_metrics(prefix, metrics)
-        trainer.save_metrics(prefix, {**metrics, f"{prefix}_per_type": per_type[split]})
-        results[split] = metrics
-        print(f"\n***** {split}: entity-level scores (seqeval), {len(gold)} {unit} *****\n"
-              + classification_report(gold, pred, digits=4, zero_division=0), flush=True)
+        else:
+            results[split], per_type[split], pred = score_split(trainer, dataset, split, unit)
         if split == "test" and training_args.should_save:
             write_predictions(os.path.join(training_args.output_dir, "test_predictions.txt"), examples["test"],
                               unsort(pred, order), data_args.document_level)
@@ -419,42 +446,48 @@ def main(argv: list[str] | None = None) -> dict:
             trainer.save_model()
         with open(os.path.join(training_args.output_dir, "all_results_summary.json"), "w") as f:
             json.dump({**results, "per_type": per_type}, f, indent=2, default=str)
-        sections = {}
-        rows = {split: {k.split("_", 1)[1]: v for k, v in results[split].items()
-                        if k.split("_", 1)[1] in ("precision", "recall", "f1", "accuracy")}
-                for split in ("validation", "test") if split in results}
-        if rows:
-            sections["Results"] = ("Entity-level precision / recall / F1 (seqeval, conlleval rules) and token "
-                                   "accuracy, on every word:\n\n" + format_metrics_table(rows))
-            for split, types in per_type.items():
-                sections["Results"] += f"\n\nPer entity type ({split}):\n\n" + format_metrics_table(
-                    {k: v for k, v in types.items()})
-        sections["Data"] = (f"CoNLL files: train `{data_args.train_file}`, validation `{data_args.validation_file}`, "
-                            f"test `{data_args.test_file}`; tag column {data_args.label_column}; one input per "
-                            f"{'-DOCSTART- document (sentences joined)' if data_args.document_level else 'sentence'}; "
-                            f"tags {label_list}. Input lengths in word pieces (tokenizer: {tokenizer_source}):\n\n"
-                            f"{report}\n\nTruncation: {max_length or 'none'}.")
-        if "train" in results:
-            sections["Training"] = (f"{training_time(results['train'])}; whole run "
-                                    f"{results['wall_time_s']} s, {torch.get_num_threads()} torch thread(s).")
-        write_model_card(training_args.output_dir, title="RAN named-entity tagger (whole documents)",
-                         description="A Recurrent Attention Network (RAN, Li et al., ACL 2023) token classifier that "
-                                     "tags whole documents in one pass, trained with `run_scripts/run_ner.py` of "
-                                     f"`ran_hf` {model_args.starting_point}.",
-                         auto_class="AutoModelForTokenClassification", sections=sections, model=trainer.model,
-                         training_args=training_args, command=command_line("run_ner.py", argv),
-                         tags=["token-classification", "ner"],
-                         use=use_snippets(
-                             training_args.output_dir, task="token-classification", name="tagger",
-                             call='"John Smith flew to Paris.", aggregation_strategy="simple"',
-                             returns="[{'entity_group': ..., 'word': ..., 'start': ..., 'end': ..., 'score': ...}]",
-                             script="run_ner.py", predict_file="new.txt",
-                             predict_note="`new.txt` holds one word per line, a blank line after each sentence and "
-                                          "`-DOCSTART-` before each document (no tag column); "
-                                          "`predictions/test_predictions.txt` gets `word predicted-tag` per line and "
-                                          "no metrics are computed."))
+        write_card(trainer.model, results, per_type, data_args, model_args, training_args, label_list,
+                   tokenizer_source, length_report, max_length, argv)
     logger.info(f"Done in {results['wall_time_s']} s; output in {training_args.output_dir}")
     return results
+
+
+def write_card(model, results: dict, per_type: dict, data_args, model_args, training_args, label_list: list[str],
+               tokenizer_source: str, length_report: str, max_length: int | None, argv: list[str]) -> None:
+    sections = {}
+    rows = {split: {k.split("_", 1)[1]: v for k, v in results[split].items()
+                    if k.split("_", 1)[1] in ("precision", "recall", "f1", "accuracy")}
+            for split in ("validation", "test") if split in results}
+    if rows:
+        sections["Results"] = ("Entity-level precision / recall / F1 (seqeval, conlleval rules) and token "
+                               "accuracy, on every word:\n\n" + format_metrics_table(rows))
+        for split, types in per_type.items():
+            sections["Results"] += f"\n\nPer entity type ({split}):\n\n" + format_metrics_table(
+                {k: v for k, v in types.items()})
+    sections["Data"] = (f"CoNLL files: train `{data_args.train_file}`, validation `{data_args.validation_file}`, "
+                        f"test `{data_args.test_file}`; tag column {data_args.label_column}; one input per "
+                        f"{'-DOCSTART- document (sentences joined)' if data_args.document_level else 'sentence'}; "
+                        f"tags {label_list}. Input lengths in word pieces (tokenizer: {tokenizer_source}):\n\n"
+                        f"{length_report}\n\nTruncation: {max_length or 'none'}.")
+    if "train" in results:
+        sections["Training"] = (f"{training_time(results['train'])}; whole run "
+                                f"{results['wall_time_s']} s, {torch.get_num_threads()} torch thread(s).")
+    write_model_card(training_args.output_dir, title="RAN named-entity tagger (whole documents)",
+                     description="A Recurrent Attention Network (RAN, Li et al., ACL 2023) token classifier that "
+                                 "tags whole documents in one pass, trained with `run_scripts/run_ner.py` of "
+                                 f"`ran_hf` {model_args.starting_point}.",
+                     auto_class="AutoModelForTokenClassification", sections=sections, model=model,
+                     training_args=training_args, command=command_line("run_ner.py", argv),
+                     tags=["token-classification", "ner"],
+                     use=use_snippets(
+                         training_args.output_dir, task="token-classification", name="tagger",
+                         call='"John Smith flew to Paris.", aggregation_strategy="simple"',
+                         returns="[{'entity_group': ..., 'word': ..., 'start': ..., 'end': ..., 'score': ...}]",
+                         script="run_ner.py", predict_file="new.txt",
+                         predict_note="`new.txt` holds one word per line, a blank line after each sentence and "
+                                      "`-DOCSTART-` before each document (no tag column); "
+                                      "`predictions/test_predictions.txt` gets `word predicted-tag` per line and "
+                                      "no metrics are computed."))
 
 
 def predict_untagged(trainer, dataset: datasets.Dataset, id2label: dict) -> list[list[str]]:

@@ -59,6 +59,18 @@ from transformers import AutoTokenizer, EarlyStoppingCallback, HfArgumentParser,
 
 from ran_hf import DocumentSentenceProcessor, RANSentenceForSequenceClassification
 from ran_hf.processing_sentences import read_sentence_encoder_settings
+from run_scripts.helpers.classification import (
+    LONG,
+    check_split_labels,
+    config_label_names,
+    encode_labels,
+    logits_to_predictions,
+    parse_labels,
+    score_test_split,
+    training_label_names,
+    validation_indices,
+    write_predictions,
+)
 from run_scripts.helpers.data_files import check_file, first_records, read_records, split_columns
 from run_scripts.helpers.reports import (
     classification_scores,
@@ -85,15 +97,7 @@ from run_scripts.helpers.trainer_setup import (
     train_and_save,
     trainer_defaults,
 )
-from run_scripts.run_classification import (
-    DEFAULT_TEST_FILE,
-    DEFAULT_TRAIN_FILE,
-    check_known_labels,
-    logits_to_predictions,
-    majority_baseline,
-    parse_labels,
-    sort_labels,
-)
+from run_scripts.run_classification import DEFAULT_TEST_FILE, DEFAULT_TRAIN_FILE
 
 
 logger = logging.getLogger("run_scripts")
@@ -105,7 +109,6 @@ SCRIPT_DEFAULTS = trainer_defaults(
 DEFAULT_JOB_ARGS = ["--train_file", DEFAULT_TRAIN_FILE, "--test_file", DEFAULT_TEST_FILE, "--text_column_name",
                     "title,text", "--output_dir", "outputs/hyperpartisan_sentences"]
 DATA_FLAGS = ("--train_file", "--validation_file", "--test_file")
-LONG = 512  # documents of more than this many encoder tokens are reported apart
 
 
 @dataclass
@@ -159,8 +162,32 @@ class SentenceDataArguments:
     max_predict_samples: int | None = field(default=None, metadata={"help": "Keep only the first N test docs."})
 
 
-def read_splits(data_args, training_args) -> dict:
-    """`{split: (flag, records)}` of the splits this run uses."""
+def parse_job_arguments(argv: list[str]) -> tuple:
+    """The three argument groups (the script's defaults, and the default job's without a data file, in front of
+    `argv`); threads set, the encoder resolved and checked, and `--do_train/--do_eval/--do_predict` set from the
+    data when none is given."""
+    parser = HfArgumentParser((SentenceModelArguments, SentenceDataArguments, TrainingArguments))
+    default_job = not any(a.split("=", 1)[0] in DATA_FLAGS for a in argv)
+    model_args, data_args, training_args = parse_args(parser, argv,
+                                                      SCRIPT_DEFAULTS + (DEFAULT_JOB_ARGS if default_job else []))
+    setup_logging(training_args)
+    if model_args.torch_threads:
+        torch.set_num_threads(model_args.torch_threads)
+    model_args.encoder = model_args.encoder or default_encoder_path()
+    if not model_args.model_name_or_path:
+        read_sentence_encoder_settings(model_args.encoder)  # a missing or wrong --encoder fails here, before any work
+    if not steps_given(argv):
+        training_args.do_train = data_args.train_file is not None
+        training_args.do_eval = data_args.validation_file is not None or (
+            training_args.do_train and data_args.validation_split_percentage > 0)
+        training_args.do_predict = data_args.test_file is not None
+    if not training_args.do_train and not model_args.model_name_or_path:
+        raise ValueError("Evaluation or prediction without training needs a trained model: pass --model_name_or_path.")
+    return model_args, data_args, training_args
+
+
+def read_splits(data_args, training_args) -> dict[str, tuple[str, str, list[dict]]]:
+    """`{split: (flag, file, records)}` of the splits this run uses."""
     fields = [data_args.label_column_name]
     splits = {}
     for split, arg, wanted, limit_flag in (
@@ -172,28 +199,36 @@ def read_splits(data_args, training_args) -> dict:
             continue
         records = read_records(check_file(path, arg), fields, arg, text_field=split_columns(data_args.text_column_name),
                                skip_empty=data_args.skip_empty_documents)
-        splits[split] = (arg, first_records(records, getattr(data_args, limit_flag), limit_flag,
-                                            data_args.label_column_name))
+        splits[split] = (arg, path, first_records(records, getattr(data_args, limit_flag), limit_flag,
+                                                  data_args.label_column_name))
     return splits
 
 
-def carve_validation(splits: dict, data_args, seed: int, multi: bool) -> None:
-    """A stratified `--validation_split_percentage` of the training records becomes the validation split."""
-    from sklearn.model_selection import train_test_split
+def attach_labels(splits: dict, data_args, model_args) -> tuple[bool, list[str]]:
+    """The model's labels, from the training split or, without training, from the trained model's config; every
+    split's labels checked against them and stored on its records as `_label` (an id, or a multi-hot row).
+    Returns (multi_label, the labels in id order)."""
+    parsed = {split: parse_labels(records, data_args.label_column_name, source, arg)
+              for split, (arg, source, records) in splits.items()}
+    if "train" in parsed:
+        multi, keys = parsed["train"]
+        label_list = training_label_names(multi, keys, "train_file", data_args.train_file)
+    else:
+        multi, label_list = config_label_names(
+            RANSentenceForSequenceClassification.config_class.from_pretrained(model_args.model_name_or_path))
+    for split, keys in check_split_labels(parsed, splits, multi, label_list).items():
+        for record, label in zip(splits[split][2], encode_labels(keys, label_list, multi).tolist()):
+            record["_label"] = label
+    return multi, label_list
 
-    records = splits["train"][1]
-    n_val = int(round(len(records) * data_args.validation_split_percentage / 100))
-    if n_val < 1 or len(records) - n_val < 1:
-        raise ValueError(f"--validation_split_percentage {data_args.validation_split_percentage} of {len(records)} "
-                         "training documents leaves no validation or no training documents; pass --validation_file.")
-    labels = np.array([0 if multi else r["_label"] for r in records])
-    stratify = labels if not multi and np.bincount(labels).min() >= 2 and n_val >= labels.max() + 1 else None
-    train_idx, val_idx = train_test_split(np.arange(len(records)), test_size=n_val, random_state=seed,
-                                          stratify=stratify)
-    splits["validation"] = ("train_file", [records[i] for i in sorted(val_idx)])
-    splits["train"] = ("train_file", [records[i] for i in sorted(train_idx)])
-    logger.info(f"Validation split: {n_val} of the {len(records)} training documents (seed {seed}); the model trains "
-                f"on the other {len(records) - n_val}.")
+
+def carve_validation(splits: dict, data_args, seed: int, num_labels: int) -> None:
+    """A stratified `--validation_split_percentage` of the training records becomes the validation split."""
+    arg, source, records = splits["train"]
+    train_idx, val_idx, _ = validation_indices(np.array([r["_label"] for r in records]),
+                                               data_args.validation_split_percentage, seed, num_labels)
+    splits["validation"] = (arg, source, [records[i] for i in val_idx])
+    splits["train"] = (arg, source, [records[i] for i in train_idx])
 
 
 def build_model(model_args, label_list: list[str], multi: bool) -> RANSentenceForSequenceClassification:
@@ -216,100 +251,111 @@ def build_model(model_args, label_list: list[str], multi: bool) -> RANSentenceFo
                     "min_window_size": min(4, model_args.sentence_window)})
 
 
-def main(argv: list[str] | None = None) -> dict:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    started = time.time()
-    parser = HfArgumentParser((SentenceModelArguments, SentenceDataArguments, TrainingArguments))
-    default_job = not any(a.split("=", 1)[0] in DATA_FLAGS for a in argv)
-    model_args, data_args, training_args = parse_args(parser, argv,
-                                                      SCRIPT_DEFAULTS + (DEFAULT_JOB_ARGS if default_job else []))
-    setup_logging(training_args)
-    if model_args.torch_threads:
-        torch.set_num_threads(model_args.torch_threads)
-    model_args.encoder = model_args.encoder or default_encoder_path()
-    if not model_args.model_name_or_path:
-        read_sentence_encoder_settings(model_args.encoder)  # a missing or wrong --encoder fails here, before any work
-    if not steps_given(argv):
-        training_args.do_train = data_args.train_file is not None
-        training_args.do_eval = data_args.validation_file is not None or (
-            training_args.do_train and data_args.validation_split_percentage > 0)
-        training_args.do_predict = data_args.test_file is not None
-    if not training_args.do_train and not model_args.model_name_or_path:
-        raise ValueError("Evaluation or prediction without training needs a trained model: pass --model_name_or_path.")
-    set_seed(training_args.seed)
-
-    # ---- data and labels (the formats and checks of run_classification.py)
-    splits = read_splits(data_args, training_args)
-    parsed = {split: parse_labels(records, data_args.label_column_name, getattr(data_args, arg), arg)
-              for split, (arg, records) in splits.items()}
-    if "train" in parsed:
-        multi = parsed["train"][0]
-        label_list = sort_labels({k for key in parsed["train"][1] for k in (key if multi else [key])})
-        if len(label_list) < 2 and not multi:
-            raise ValueError(f"--train_file '{data_args.train_file}' has a single label ({label_list}); "
-                             "classification needs at least two.")
-    else:
-        config = RANSentenceForSequenceClassification.config_class.from_pretrained(model_args.model_name_or_path)
-        multi = config.problem_type == "multi_label_classification"
-        label_list = [config.id2label[i] for i in range(config.num_labels)]
-    label2id = {label: i for i, label in enumerate(label_list)}
-    for split, (multi_split, keys) in parsed.items():
-        arg, records = splits[split]
-        if multi_split != multi and records:
-            raise ValueError(f"--{arg} '{getattr(data_args, arg)}': labels are "
-                             f"{'lists (multi-label)' if multi_split else 'single values'} but the training data is "
-                             f"{'multi-label' if multi else 'single-label'}.")
-        check_known_labels(keys, multi, label2id, getattr(data_args, arg), arg, records)
-        for record, key in zip(records, keys):
-            record["_label"] = ([float(label in key) for label in label_list] if multi else label2id[key])
-    if training_args.do_eval and "validation" not in splits and "train" in splits:
-        carve_validation(splits, data_args, training_args.seed, multi)
-    disable_eval_if_no_data(training_args, "validation" in splits)
-
-    # ---- model, sentences and their vectors
-    model = build_model(model_args, label_list, multi)
+def build_processor(model, model_args) -> DocumentSentenceProcessor:
+    """The trained model's processor, or a new one over the encoder's tokenizer; its `model_input_names` say what
+    the documents hold (cached sentence vectors for a frozen encoder trained here, else token ids)."""
     if model_args.model_name_or_path:
         processor = DocumentSentenceProcessor.from_pretrained(model_args.model_name_or_path)
     else:
-        tokenizer = AutoTokenizer.from_pretrained(read_sentence_encoder_settings(model_args.encoder)["transformer_path"])
+        encoder_settings = read_sentence_encoder_settings(model_args.encoder)
+        tokenizer = AutoTokenizer.from_pretrained(encoder_settings["transformer_path"])
         processor = DocumentSentenceProcessor.for_model(model, tokenizer)
     use_cache = model.config.freeze_encoder and not model_args.model_name_or_path
     processor.model_input_names = ["sentence_embeddings" if use_cache else "input_ids"]  # what group_by_length reads
-    datasets_, token_lengths, lines = {}, {}, {}
-    for split, (arg, records) in splits.items():
-        texts, lines[split] = [r["_text"] for r in records], [r["_line"] for r in records]
-        source = getattr(data_args, arg)
-        if use_cache:
-            inputs = cached_sentence_embeddings(texts, lines[split], source, processor, model_args.encoder,
+    return processor
+
+
+def document_datasets(splits: dict, processor, model_args) -> tuple[dict, dict]:
+    """Every split's documents as sentence vectors (cached on disk) or sentence token ids, with their labels, and
+    each document's length in encoder tokens. Returns (split -> `DocumentDataset`, split -> token lengths)."""
+    key = processor.model_input_names[0]
+    documents, token_lengths = {}, {}
+    for split, (arg, source, records) in splits.items():
+        texts, lines = [r["_text"] for r in records], [r["_line"] for r in records]
+        if key == "sentence_embeddings":
+            inputs = cached_sentence_embeddings(texts, lines, source, processor, model_args.encoder,
                                                 model_args.embedding_cache_dir)
-            key = "sentence_embeddings"
         else:
-            inputs, key = sentence_token_ids(texts, lines[split], source, processor), "input_ids"
-        datasets_[split] = DocumentDataset([{key: x, "labels": r["_label"]} for x, r in zip(inputs, records)])
+            inputs = sentence_token_ids(texts, lines, source, processor)
+        documents[split] = DocumentDataset([{key: x, "labels": r["_label"]} for x, r in zip(inputs, records)])
         token_lengths[split] = [len(ids) for ids in processor.tokenizer(texts)["input_ids"]]
+    return documents, token_lengths
+
+
+def report_lengths(documents: dict, token_lengths: dict, processor, max_sentences: int | None) -> tuple[dict, dict]:
+    """Prints every split's length distribution in encoder tokens and in sentences (after merging and the cap).
+    Returns (token statistics, sentence statistics)."""
     length_stats = {split: length_statistics(n, LONG) for split, n in token_lengths.items()}
-    cap = model.config.max_sentences
-    at_cap = cap - 1 if cap else LONG  # documents over the cap were cut to it: "> cap - 1" counts those at the cap
-    sentence_stats = {split: length_statistics([len(d[processor.model_input_names[0]]) for d in ds.documents],
-                                               at_cap, unit="sentences") for split, ds in datasets_.items()}
+    at_cap = max_sentences - 1 if max_sentences else LONG  # documents over the cap were cut to it: "> cap - 1"
+    key = processor.model_input_names[0]
+    sentence_stats = {split: length_statistics([len(d[key]) for d in ds.documents], at_cap, unit="sentences")
+                      for split, ds in documents.items()}
+    cap = f"the cap of {max_sentences} (> {at_cap}: the documents at the cap)" if max_sentences else "with no cap"
     print(f"\nDocument lengths in encoder tokens ([CLS]/[SEP] included, whole documents):\n"
-          f"{format_length_table(length_stats, LONG)}\n\nSentences per document, after merging and "
-          f"{f'the cap of {cap} (> {at_cap}: the documents at the cap)' if cap else 'with no cap'}:\n"
-          f"{format_length_table(sentence_stats, at_cap, 'sentences')}\n",
-          flush=True)
+          f"{format_length_table(length_stats, LONG)}\n\nSentences per document, after merging and {cap}:\n"
+          f"{format_length_table(sentence_stats, at_cap, 'sentences')}\n", flush=True)
+    return length_stats, sentence_stats
+
+
+def build_trainer(model, processor, documents: dict, model_args, training_args, multi: bool) -> SentenceTrainer:
+    """`SentenceTrainer` over the documents, scoring accuracy, micro- and macro-F1, with early stopping on the
+    validation split when `--early_stopping_patience` is given."""
 
     def compute_metrics(eval_pred):
         predictions = logits_to_predictions(eval_pred.predictions, multi, 0.5)
         return classification_scores(np.asarray(eval_pred.label_ids).astype(int), predictions)
 
     callbacks = []
-    if model_args.early_stopping_patience and "validation" in datasets_ and training_args.do_train:
+    if model_args.early_stopping_patience and "validation" in documents and training_args.do_train:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=model_args.early_stopping_patience))
-    trainer = SentenceTrainer(model=model, args=training_args, train_dataset=datasets_.get("train"),
-                              eval_dataset=datasets_.get("validation"), processing_class=processor,
-                              data_collator=SentenceCollator(processor), compute_metrics=compute_metrics,
-                              callbacks=callbacks, encoder_learning_rate=model_args.encoder_learning_rate,
-                              save_every_minutes=model_args.save_every_minutes)
+    return SentenceTrainer(model=model, args=training_args, train_dataset=documents.get("train"),
+                           eval_dataset=documents.get("validation"), processing_class=processor,
+                           data_collator=SentenceCollator(processor), compute_metrics=compute_metrics,
+                           callbacks=callbacks, encoder_learning_rate=model_args.encoder_learning_rate,
+                           save_every_minutes=model_args.save_every_minutes)
+
+
+def predict_test(trainer: SentenceTrainer, documents: dict, splits: dict, token_lengths: dict, label_list: list[str],
+                 multi: bool, training_args) -> tuple[dict, dict]:
+    """Scores the test split (overall, by length, against the majority class), prints the table and writes
+    `test_predictions.jsonl`. Returns (the metrics, the table's rows)."""
+    output = trainer.predict(documents["test"], metric_key_prefix="test")
+    logits = output.predictions[0] if isinstance(output.predictions, tuple) else output.predictions
+    y_true = np.asarray([d["labels"] for d in documents["test"].documents]).astype(int)
+    y_pred = logits_to_predictions(logits, multi, 0.5)
+    train_labels = (np.asarray([d["labels"] for d in documents["train"].documents]).astype(int)
+                    if "train" in documents else None)
+    model_name = "AoSE" if trainer.model.config.head == "aose" else "RAN over sentences"
+    full_length = np.asarray(token_lengths["test"])
+    metrics, table = score_test_split(y_true, y_pred, full_length, train_labels, multi, label_list, model_name)
+    trainer.save_metrics("test", metrics)
+    _, test_source, records = splits["test"]
+    print(f"\n***** test results: {len(y_true)} documents ({test_source}) *****\n"
+          f"{format_metrics_table(table)}\n", flush=True)
+    if training_args.should_save:
+        write_predictions(training_args.output_dir, [r["_line"] for r in records], full_length, logits, y_pred,
+                          y_true, label_list, multi)
+    return metrics, table
+
+
+def main(argv: list[str] | None = None) -> dict:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    started = time.time()
+    model_args, data_args, training_args = parse_job_arguments(argv)
+    set_seed(training_args.seed)
+
+    splits = read_splits(data_args, training_args)
+    multi, label_list = attach_labels(splits, data_args, model_args)
+    if training_args.do_eval and "validation" not in splits and "train" in splits:
+        carve_validation(splits, data_args, training_args.seed, len(label_list))
+    disable_eval_if_no_data(training_args, "validation" in splits)
+
+    model = build_model(model_args, label_list, multi)
+    processor = build_processor(model, model_args)
+    documents, token_lengths = document_datasets(splits, processor, model_args)
+    length_stats, sentence_stats = report_lengths(documents, token_lengths, processor, model.config.max_sentences)
+    trainer = build_trainer(model, processor, documents, model_args, training_args, multi)
+
     results: dict = {"length_statistics": length_stats, "sentence_statistics": sentence_stats, "labels": label_list,
                      "multi_label": multi, "head": model.config.head, "freeze_encoder": model.config.freeze_encoder,
                      "encoder": model_args.model_name_or_path or model_args.encoder}
@@ -317,49 +363,13 @@ def main(argv: list[str] | None = None) -> dict:
         results["train"] = train_and_save(trainer, resolve_checkpoint(training_args))
         results["train"]["epochs_trained"] = trainer_epoch(trainer)
         results["train"]["best_checkpoint"] = trainer.state.best_model_checkpoint
-    if "validation" in datasets_:
+    if "validation" in documents:
         results["eval"] = trainer.evaluate()
         trainer.save_metrics("eval", results["eval"])
-
     table = {}
-    if "test" in datasets_:
-        output = trainer.predict(datasets_["test"], metric_key_prefix="test")
-        logits = output.predictions[0] if isinstance(output.predictions, tuple) else output.predictions
-        y_true = np.asarray([d["labels"] for d in datasets_["test"].documents]).astype(int)
-        y_pred = logits_to_predictions(logits, multi, 0.5)
-        scores = classification_scores(y_true, y_pred)
-        metrics = {**{f"test_{k}": v for k, v in scores.items()}, "test_samples": len(y_true)}
-        name = f"{'AoSE' if model.config.head == 'aose' else 'RAN over sentences'} (this run)"
-        table[name] = scores
-        full_length = np.asarray(token_lengths["test"])
-        for part, sign, keep in (("le_512", "<=", full_length <= LONG), ("over_512", ">", full_length > LONG)):
-            if keep.any():
-                part_scores = classification_scores(y_true[keep], y_pred[keep])
-                metrics.update({f"test_{part}_{k}": v for k, v in part_scores.items()})
-                metrics[f"test_{part}_samples"] = int(keep.sum())
-                table[f"the {int(keep.sum())} documents of {sign} 512 tokens"] = part_scores
-        train_labels = (np.asarray([d["labels"] for d in datasets_["train"].documents]).astype(int)
-                        if "train" in datasets_ else y_true)
-        baseline = classification_scores(y_true, majority_baseline(train_labels, len(y_true), multi))
-        metrics.update({f"baseline_{k}": v for k, v in baseline.items()})
-        majority = ("labels in > 50% of training docs" if multi
-                    else repr(label_list[int(np.bincount(train_labels).argmax())]))
-        table[f"majority class ({majority})"] = baseline
-        trainer.save_metrics("test", metrics)
-        results["test"] = metrics
-        print(f"\n***** test results: {len(y_true)} documents ({data_args.test_file}) *****\n"
-              f"{format_metrics_table(table)}\n", flush=True)
-        if training_args.should_save:
-            probabilities = (1 / (1 + np.exp(-logits))) if multi else torch.softmax(torch.from_numpy(logits), -1).numpy()
-            with open(os.path.join(training_args.output_dir, "test_predictions.jsonl"), "w") as f:
-                for line, tokens, gold, prediction, p in zip(lines["test"], full_length, y_true, y_pred,
-                                                             probabilities):
-                    decode = ((lambda v: [label_list[i] for i in np.flatnonzero(v)]) if multi
-                              else (lambda v: label_list[int(v)]))
-                    f.write(json.dumps({"line": line, "tokens": int(tokens), "label": decode(gold),
-                                        "prediction": decode(prediction),
-                                        "probabilities": {label_list[i]: round(float(x), 5)
-                                                          for i, x in enumerate(p)}}) + "\n")
+    if "test" in documents:
+        results["test"], table = predict_test(trainer, documents, splits, token_lengths, label_list, multi,
+                                              training_args)
 
     results["wall_time_s"] = round(time.time() - started, 1)
     if training_args.should_save:
