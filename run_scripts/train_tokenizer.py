@@ -70,77 +70,6 @@ class TokenizerArguments:
     )
 
 
-def main(argv: list[str] | None = None):
-    argv = list(sys.argv[1:] if argv is None else argv)
-    logging.basicConfig(format="%(asctime)s - %(levelname)s - %(name)s - %(message)s", level=logging.INFO,
-                        handlers=[logging.StreamHandler(sys.stdout)], force=True)
-    (args,) = HfArgumentParser(TokenizerArguments).parse_args_into_dataclasses(args=argv)
-    if not args.train_files and not args.train_dirs:
-        raise ValueError("--train_files (.txt/.jsonl/.json/.csv files read into memory) or --train_dirs (jsonl "
-                         "shards, streamed) is required.")
-    if args.train_files and args.train_dirs:
-        raise ValueError("Pass --train_files or --train_dirs, not both.")
-    if not args.output_dir:
-        raise ValueError("--output_dir is required.")
-    if args.vocab_size < 6:
-        raise ValueError(f"--vocab_size must be more than the 5 special tokens, got {args.vocab_size}.")
-    started = time.time()
-    if args.train_files:
-        texts = []
-        for path in args.train_files:
-            p = check_file(path, "train_files")
-            records = read_records(p, [], "train_files", text_field=split_columns(args.text_column_name),
-                                   skip_empty=args.skip_empty_documents)
-            texts += [r["_text"] for r in records]
-            logger.info(f"{path}: {len(records)} {'lines' if file_format(p) == 'text' else 'documents'}")
-        sources, n_documents, sample = args.train_files, len(texts), texts[:2000]
-    else:
-        shards = corpus_shards(args.train_dirs, "train_dirs")
-        stream = streamed_documents(shards, args.text_column_name, args.split_column, args.train_split)
-        counter = DocumentCounter(doc["text"] for doc in stream)
-        texts, sources = counter, args.train_dirs
-        logger.info(f"Streaming the documents of {len(shards)} shard(s)"
-                    + (f" with {args.split_column} == {args.train_split!r}" if args.split_column else ""))
-    tokenizer = train_wordpiece_tokenizer(texts, vocab_size=args.vocab_size, min_frequency=args.min_frequency,
-                                          lowercase=args.lowercase, limit_alphabet=args.limit_alphabet)
-    tokenizer.save_pretrained(args.output_dir)
-    if args.train_dirs:
-        n_documents = counter.count
-        sample = [doc["text"] for _, doc in zip(range(20), iter_documents(shards, args.text_column_name,
-                                                                           args.split_column, args.train_split))]
-    n_tokens = sum(len(x) for x in tokenizer(sample, add_special_tokens=False)["input_ids"])
-    n_chars = sum(len(t) for t in sample)
-    info = {"vocab_size": len(tokenizer), "documents": n_documents, "lowercase": args.lowercase,
-            "chars_per_token": round(n_chars / max(n_tokens, 1), 2), "train_files": sources,
-            "special_tokens": {t: tokenizer.convert_tokens_to_ids(t) for t in ["[PAD]", "[UNK]", "[CLS]", "[SEP]",
-                                                                                 "[MASK]"]}}
-    heldout = ""
-    if args.train_dirs and args.split_column and args.heldout_split:
-        info["heldout"] = pieces_per_word(tokenizer, iter_documents(shards, args.text_column_name,
-                                                                    args.split_column, args.heldout_split))
-        h = info["heldout"]
-        heldout = (f" On the {h['documents']} held-out documents ({args.split_column} == {args.heldout_split!r}, "
-                   f"{h['words']} words): {h['pieces_per_word']} word pieces per word, {h['unk_share']:.5f} of the "
-                   f"pieces [UNK].")
-    with open(os.path.join(args.output_dir, "README.md"), "w", encoding="utf-8") as f:
-        f.write(
-            "# WordPiece tokenizer for RAN\n\n"
-            f"Trained with `run_scripts/train_tokenizer.py` (`tokenizers` WordPiece) on {n_documents} documents/lines "
-            "of "
-            f"{', '.join(f'`{p}`' for p in sources)}: vocabulary {len(tokenizer)}, "
-            f"{'lower-cased' if args.lowercase else 'cased'}, {info['chars_per_token']} characters per token "
-            f"(first {len(sample)} texts).{heldout} Special tokens: {info['special_tokens']}. `model_max_length` is "
-            f"unlimited (RAN has no 512-token cap).\n\n"
-            "```python\nfrom transformers import AutoTokenizer\n"
-            f"tokenizer = AutoTokenizer.from_pretrained(\"{os.path.abspath(args.output_dir)}\")\n```\n\n"
-            f"Command:\n\n```bash\n{command_line('train_tokenizer.py', argv)}\n```\n")
-    info["seconds"] = round(time.time() - started, 1)
-    with open(os.path.join(args.output_dir, "tokenizer_stats.json"), "w", encoding="utf-8") as f:
-        json.dump(info, f, indent=1)
-    logger.info(f"Saved the tokenizer to {args.output_dir} in {info['seconds']} s: {json.dumps(info)}")
-    return tokenizer
-
-
 class DocumentCounter:
     """An iterable over texts that counts what it yields (the tokenizer trainer consumes a stream once)."""
 
@@ -165,6 +94,99 @@ def pieces_per_word(tokenizer, documents) -> dict:
         n_unk += sum(1 for i in ids if i == tokenizer.unk_token_id)
     return {"documents": n_docs, "words": n_words, "pieces": n_pieces,
             "pieces_per_word": round(n_pieces / max(n_words, 1), 4), "unk_share": n_unk / max(n_pieces, 1)}
+
+
+def check_arguments(args: TokenizerArguments) -> None:
+    if not args.train_files and not args.train_dirs:
+        raise ValueError("--train_files (.txt/.jsonl/.json/.csv files read into memory) or --train_dirs (jsonl "
+                         "shards, streamed) is required.")
+    if args.train_files and args.train_dirs:
+        raise ValueError("Pass --train_files or --train_dirs, not both.")
+    if not args.output_dir:
+        raise ValueError("--output_dir is required.")
+    if args.vocab_size < 6:
+        raise ValueError(f"--vocab_size must be more than the 5 special tokens, got {args.vocab_size}.")
+
+
+def training_texts(args: TokenizerArguments):
+    """The texts to train on: every document of `--train_files` in memory (a list), or the documents of
+    `--train_dirs` streamed (a `DocumentCounter`, which counts them as the trainer reads them)."""
+    if args.train_files:
+        texts = []
+        for path in args.train_files:
+            p = check_file(path, "train_files")
+            records = read_records(p, [], "train_files", text_field=split_columns(args.text_column_name),
+                                   skip_empty=args.skip_empty_documents)
+            texts += [r["_text"] for r in records]
+            logger.info(f"{path}: {len(records)} {'lines' if file_format(p) == 'text' else 'documents'}")
+        return texts
+    shards = corpus_shards(args.train_dirs, "train_dirs")
+    logger.info(f"Streaming the documents of {len(shards)} shard(s)"
+                + (f" with {args.split_column} == {args.train_split!r}" if args.split_column else ""))
+    return DocumentCounter(doc["text"] for doc in streamed_documents(shards, args.text_column_name,
+                                                                     args.split_column, args.train_split))
+
+
+def tokenizer_stats(tokenizer, args: TokenizerArguments, texts) -> dict:
+    """The vocabulary, the documents trained on, characters per token on the first texts (`sample_size` of them)
+    and, for a streamed corpus with `--heldout_split`, word pieces per word and the [UNK] share on held-out text."""
+    if args.train_files:
+        sources, n_documents, sample = args.train_files, len(texts), texts[:2000]
+    else:
+        shards = corpus_shards(args.train_dirs, "train_dirs")
+        documents = iter_documents(shards, args.text_column_name, args.split_column, args.train_split)
+        sources, n_documents, sample = args.train_dirs, texts.count, [doc["text"] for _, doc in zip(range(20),
+                                                                                                    documents)]
+    n_tokens = sum(len(x) for x in tokenizer(sample, add_special_tokens=False)["input_ids"])
+    info = {"vocab_size": len(tokenizer), "documents": n_documents, "lowercase": args.lowercase,
+            "chars_per_token": round(sum(len(t) for t in sample) / max(n_tokens, 1), 2), "sample_size": len(sample),
+            "train_files": sources,
+            "special_tokens": {t: tokenizer.convert_tokens_to_ids(t) for t in ["[PAD]", "[UNK]", "[CLS]", "[SEP]",
+                                                                                 "[MASK]"]}}
+    if args.train_dirs and args.split_column and args.heldout_split:
+        info["heldout"] = pieces_per_word(tokenizer, iter_documents(shards, args.text_column_name,
+                                                                    args.split_column, args.heldout_split))
+    return info
+
+
+def write_readme(args: TokenizerArguments, info: dict, argv: list[str]) -> None:
+    heldout = ""
+    if "heldout" in info:
+        h = info["heldout"]
+        heldout = (f" On the {h['documents']} held-out documents ({args.split_column} == {args.heldout_split!r}, "
+                   f"{h['words']} words): {h['pieces_per_word']} word pieces per word, {h['unk_share']:.5f} of the "
+                   f"pieces [UNK].")
+    with open(os.path.join(args.output_dir, "README.md"), "w", encoding="utf-8") as f:
+        f.write(
+            "# WordPiece tokenizer for RAN\n\n"
+            f"Trained with `run_scripts/train_tokenizer.py` (`tokenizers` WordPiece) on {info['documents']} "
+            f"documents/lines of {', '.join(f'`{p}`' for p in info['train_files'])}: vocabulary "
+            f"{info['vocab_size']}, {'lower-cased' if args.lowercase else 'cased'}, {info['chars_per_token']} "
+            f"characters per token (first {info['sample_size']} texts).{heldout} Special tokens: "
+            f"{info['special_tokens']}. `model_max_length` is unlimited (RAN has no 512-token cap).\n\n"
+            "```python\nfrom transformers import AutoTokenizer\n"
+            f"tokenizer = AutoTokenizer.from_pretrained(\"{os.path.abspath(args.output_dir)}\")\n```\n\n"
+            f"Command:\n\n```bash\n{command_line('train_tokenizer.py', argv)}\n```\n")
+
+
+def main(argv: list[str] | None = None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(format="%(asctime)s - %(levelname)s - %(name)s - %(message)s", level=logging.INFO,
+                        handlers=[logging.StreamHandler(sys.stdout)], force=True)
+    (args,) = HfArgumentParser(TokenizerArguments).parse_args_into_dataclasses(args=argv)
+    check_arguments(args)
+    started = time.time()
+    texts = training_texts(args)
+    tokenizer = train_wordpiece_tokenizer(texts, vocab_size=args.vocab_size, min_frequency=args.min_frequency,
+                                          lowercase=args.lowercase, limit_alphabet=args.limit_alphabet)
+    tokenizer.save_pretrained(args.output_dir)
+    info = tokenizer_stats(tokenizer, args, texts)
+    write_readme(args, info, argv)
+    info["seconds"] = round(time.time() - started, 1)
+    with open(os.path.join(args.output_dir, "tokenizer_stats.json"), "w", encoding="utf-8") as f:
+        json.dump(info, f, indent=1)
+    logger.info(f"Saved the tokenizer to {args.output_dir} in {info['seconds']} s: {json.dumps(info)}")
+    return tokenizer
 
 
 if __name__ == "__main__":

@@ -171,12 +171,11 @@ class MLMDataArguments(CorpusArguments, LMDataArguments):
     mlm_probability: float = field(default=0.15, metadata={"help": "Share of tokens to mask."})
 
 
-def main(argv: Sequence[str] | None, causal: bool) -> dict:
-    """Train and/or evaluate a masked (`causal=False`, run_mlm.py) or causal (`causal=True`, run_clm.py) RAN
-    language model; returns the train and eval metrics."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+def parse_job_arguments(argv: list[str], causal: bool) -> tuple:
+    """The three argument groups (the script's defaults in front of `argv`), `--do_train` set from the data when
+    no step is given, and the data checked against the steps. Returns them and whether the training corpus is
+    streamed (`run_mlm.py --train_dirs`)."""
     task = "Causal-LM" if causal else "Masked-LM"
-    script = "run_clm.py" if causal else "run_mlm.py"
     parser = HfArgumentParser((RANModelArguments, LMDataArguments if causal else MLMDataArguments,
                                TrainingArguments))
     defaults = trainer_defaults("outputs/clm" if causal else "outputs/mlm", learning_rate="5e-4", epochs="1",
@@ -185,8 +184,7 @@ def main(argv: Sequence[str] | None, causal: bool) -> dict:
     model_args, data_args, training_args = parse_args(parser, argv, defaults)
     setup_logging(training_args)
     setup_threads(model_args)
-    started = time.time()
-    streamed = not causal and bool(data_args.train_dirs)  # run_mlm.py on a streamed corpus (--train_dirs)
+    streamed = not causal and bool(data_args.train_dirs)
     if streamed:
         check_corpus_arguments(data_args, training_args, model_args)
     if not steps_given(argv):
@@ -197,18 +195,27 @@ def main(argv: Sequence[str] | None, causal: bool) -> dict:
     if not training_args.do_train and not (data_args.validation_file and model_args.model_name_or_path):
         raise ValueError("Nothing to do: pass --train_file (training), or --validation_file with "
                          "--model_name_or_path (evaluation of a trained model).")
-    set_seed(training_args.seed)
+    return model_args, data_args, training_args, streamed
 
-    texts = read_lm_texts(data_args, training_args)
-    disable_eval_if_no_data(training_args, "validation" in texts or (streamed and bool(data_args.split_column)))
-    resume = resolve_checkpoint(training_args) if training_args.do_train else None
+
+def lm_tokenizer(model_args, texts: dict, resume: str | None, causal: bool) -> tuple:
+    """The tokenizer (trained on the training text where none is given), with the causal template (`[SEP]` after
+    each document) or checked for a mask token. Returns (tokenizer, where it came from)."""
     tokenizer, tokenizer_source = get_tokenizer(model_args, lambda: texts["train"], resume_checkpoint=resume)
     if causal:
         use_causal_lm_template(tokenizer)
     elif tokenizer.mask_token is None:
         raise ValueError(f"The tokenizer ({tokenizer_source}) has no mask token; masked-LM training needs one.")
+    return tokenizer, tokenizer_source
+
+
+def block_datasets(texts: dict, tokenizer, tokenizer_source: str, data_args, seed: int, causal: bool,
+                   streamed: bool) -> tuple[dict, str]:
+    """The training and validation blocks (the training blocks streamed from `--train_dirs` for a streamed corpus;
+    masked-LM validation blocks masked once, so every evaluation scores the same positions); prints the documents'
+    lengths. Returns (split -> blocks, the printed table)."""
     if streamed:
-        data, doc_stats = streamed_corpus_datasets(data_args, tokenizer, training_args.seed)
+        data, doc_stats = streamed_corpus_datasets(data_args, tokenizer, seed)
         if "validation" in texts:
             more_data, more_stats = lm_datasets({"validation": texts["validation"]}, tokenizer, data_args, causal)
             data.update(more_data)
@@ -216,43 +223,70 @@ def main(argv: Sequence[str] | None, causal: bool) -> dict:
     else:
         data, doc_stats = lm_datasets(texts, tokenizer, data_args, causal=causal)
     if not causal and "validation" in data:
-        data["validation"] = mask_once(data["validation"], tokenizer, data_args.mlm_probability, training_args.seed)
+        data["validation"] = mask_once(data["validation"], tokenizer, data_args.mlm_probability, seed)
     report = format_length_table(doc_stats)
     template = "[SEP] ..." if causal else "[CLS] ... [SEP]"
     print(f"\nDocument lengths in tokens ({tokenizer_source}; as {template}):\n{report}\n", flush=True)
+    return data, report
 
+
+def build_trainer(model_args, data_args, training_args, tokenizer, data: dict, causal: bool) -> RANTrainer:
+    """The model (causal: a decoder with the tokenizer's bos / eos), its collator (masked LM: fresh masks per
+    batch, masked-token accuracy as the metric) and `RANTrainer` over the blocks."""
     if causal:
         overrides = None if model_args.model_name_or_path else {
             "is_decoder": True, "eos_token_id": tokenizer.eos_token_id, "bos_token_id": tokenizer.bos_token_id}
         model = build_model(AutoModelForCausalLM, model_args, tokenizer, config_overrides=overrides)
         collator = DataCollatorForLanguageModeling(tokenizer, mlm=False)  # labels = input_ids, -100 at pads
+        metric_hooks = {}
     else:
         model = build_model(AutoModelForMaskedLM, model_args, tokenizer)
         collator = MaskedLMCollator(tokenizer, mlm_probability=data_args.mlm_probability, seed=training_args.seed)
-    metric_hooks = {} if causal else {"compute_metrics": masked_accuracy,
-                                      "preprocess_logits_for_metrics": masked_predictions}
-    trainer = RANTrainer(model=model, args=training_args, train_dataset=data.get("train") if training_args.do_train
-                         else None, eval_dataset=data.get("validation"), processing_class=tokenizer,
-                         data_collator=collator, save_every_minutes=model_args.save_every_minutes,
-                         learning_rates=parameter_learning_rates(model, model_args), **metric_hooks)
+        metric_hooks = {"compute_metrics": masked_accuracy, "preprocess_logits_for_metrics": masked_predictions}
+    return RANTrainer(model=model, args=training_args, train_dataset=data.get("train") if training_args.do_train
+                      else None, eval_dataset=data.get("validation"), processing_class=tokenizer,
+                      data_collator=collator, save_every_minutes=model_args.save_every_minutes,
+                      learning_rates=parameter_learning_rates(model, model_args), **metric_hooks)
+
+
+def evaluate(trainer: RANTrainer, validation: datasets.Dataset, seed: int, causal: bool) -> dict:
+    """Loss, perplexity (and masked-token accuracy) on the validation blocks, printed and saved."""
+    set_seed(seed)  # (masked LM: the validation masks were drawn once, by mask_once)
+    metrics = trainer.evaluate()
+    metrics["eval_blocks"] = len(validation)
+    metrics["eval_tokens"] = sum(len(x) for x in validation["input_ids"])
+    metrics["perplexity"] = perplexity(metrics["eval_loss"])
+    trainer.log_metrics("eval", metrics)
+    trainer.save_metrics("eval", metrics)
+    what = "per token" if causal else "masked-token"
+    accuracy = "" if causal else f", masked-token accuracy {metrics['eval_accuracy']:.4f}"
+    print(f"\nValidation: {what} loss {metrics['eval_loss']:.4f}, perplexity {metrics['perplexity']:.2f}"
+          f"{accuracy} ({metrics['eval_tokens']} tokens in {metrics['eval_blocks']} blocks)\n", flush=True)
+    return metrics
+
+
+def main(argv: Sequence[str] | None, causal: bool) -> dict:
+    """Train and/or evaluate a masked (`causal=False`, run_mlm.py) or causal (`causal=True`, run_clm.py) RAN
+    language model; returns the train and eval metrics."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    model_args, data_args, training_args, streamed = parse_job_arguments(argv, causal)
+    started = time.time()
+    set_seed(training_args.seed)
+
+    texts = read_lm_texts(data_args, training_args)
+    disable_eval_if_no_data(training_args, "validation" in texts or (streamed and bool(data_args.split_column)))
+    resume = resolve_checkpoint(training_args) if training_args.do_train else None
+    tokenizer, tokenizer_source = lm_tokenizer(model_args, texts, resume, causal)
+    data, report = block_datasets(texts, tokenizer, tokenizer_source, data_args, training_args.seed, causal, streamed)
+    trainer = build_trainer(model_args, data_args, training_args, tokenizer, data, causal)
+
     results: dict = {}
     if training_args.do_train:
         block_count = {} if streamed else {"train_blocks": len(data["train"])}  # a stream has no length
         results["train"] = train_and_save(trainer, resume, **block_count)
     sample = None
     if "validation" in data:
-        set_seed(training_args.seed)  # (masked LM: the validation masks were drawn once, by mask_once)
-        metrics = trainer.evaluate()
-        metrics["eval_blocks"] = len(data["validation"])
-        metrics["eval_tokens"] = sum(len(x) for x in data["validation"]["input_ids"])
-        metrics["perplexity"] = perplexity(metrics["eval_loss"])
-        trainer.log_metrics("eval", metrics)
-        trainer.save_metrics("eval", metrics)
-        results["eval"] = metrics
-        what = "per token" if causal else "masked-token"
-        accuracy = "" if causal else f", masked-token accuracy {metrics['eval_accuracy']:.4f}"
-        print(f"\nValidation: {what} loss {metrics['eval_loss']:.4f}, perplexity {metrics['perplexity']:.2f}"
-              f"{accuracy} ({metrics['eval_tokens']} tokens in {metrics['eval_blocks']} blocks)\n", flush=True)
+        results["eval"] = evaluate(trainer, data["validation"], training_args.seed, causal)
         if causal:
             sample = sample_continuation(trainer.model, tokenizer, data["validation"][0]["input_ids"][:32])
             logger.info(f"Greedy continuation: {sample}")
@@ -263,7 +297,7 @@ def main(argv: Sequence[str] | None, causal: bool) -> dict:
                 trainer.model.config.use_cache = True
             trainer.save_model()
         write_card(training_args, data_args, data, trainer.model, results, tokenizer_source, report, sample, causal,
-                   command_line(script, argv))
+                   command_line("run_clm.py" if causal else "run_mlm.py", argv))
     logger.info(f"Done in {results['wall_time_s']} s; output in {training_args.output_dir}")
     return results
 
