@@ -74,82 +74,108 @@ def _rotary_permutation(num_heads: int, head_size: int) -> np.ndarray:
     return (np.arange(num_heads)[:, None] * head_size + within[None, :]).reshape(-1)
 
 
-def convert_official_weights(weights: dict, num_heads: int, head_size: int) -> dict:
-    """Released variable names -> ran_hf state dict of a `RANForMaskedLM` (keys `ran.*` and, if present,
-    `lm_head.*`). Raises `KeyError` naming any variable that is missing or left over."""
-    weights = {k[len(PREFIX):] if k.startswith(PREFIX) else k: np.asarray(v) for k, v in weights.items()}
-    used = set()
+class _ReleasedWeights:
+    """The released variables (without the `rannet/` prefix), read as ran_hf tensors: a Keras dense layer's
+    `kernel` (in, out) becomes a `weight` (out, in), a layer norm's `gamma` / `beta` its `weight` / `bias`. Records
+    which variables were read, so that none is left over unnoticed."""
 
-    def take(name):
-        if name not in weights:
+    def __init__(self, weights: dict):
+        self.weights = {k[len(PREFIX):] if k.startswith(PREFIX) else k: np.asarray(v) for k, v in weights.items()}
+        self.used = set()
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.weights
+
+    def take(self, name: str) -> np.ndarray:
+        if name not in self.weights:
             raise KeyError(f"checkpoint has no variable '{PREFIX}{name}'")
-        used.add(name)
-        return weights[name]
+        self.used.add(name)
+        return self.weights[name]
 
-    def linear(name, columns=None):
-        kernel = take(f"{name}/kernel")
-        if columns is not None:
-            kernel = kernel[:, columns]
-        out = {"weight": kernel.T}
-        if f"{name}/bias" in weights:
-            bias = take(f"{name}/bias")
+    def linear(self, name: str, columns: np.ndarray | None = None) -> dict:
+        """A dense layer's weight (and bias), its output columns permuted by `columns` if given."""
+        kernel = self.take(f"{name}/kernel")
+        out = {"weight": (kernel if columns is None else kernel[:, columns]).T}
+        if f"{name}/bias" in self.weights:
+            bias = self.take(f"{name}/bias")
             out["bias"] = bias if columns is None else bias[columns]
         return out
 
-    def merged(*parts):
-        return {key: np.concatenate([p[key] for p in parts], axis=0) for key in parts[0]}
+    def glu(self, name: str) -> dict:
+        """The authors' GLU (`dense-t`, `dense-g`) as ran_hf's one projection, the two halves stacked."""
+        return _stacked(self.linear(f"{name}/dense-t"), self.linear(f"{name}/dense-g"))
 
-    def norm(name):
-        return {"weight": take(f"{name}/gamma"), "bias": take(f"{name}/beta")}
+    def norm(self, name: str) -> dict:
+        return {"weight": self.take(f"{name}/gamma"), "bias": self.take(f"{name}/beta")}
 
-    state = {}
+    def layer_ids(self) -> list[int]:
+        ids = sorted({int(m.group(1)) for k in self.weights if (m := re.match(r"ran-(\d+)/", k))})
+        if ids != list(range(len(ids))) or not ids:
+            raise KeyError(f"checkpoint RAN layers are {ids}; expected ran-0 .. ran-N")
+        return ids
 
-    def put(prefix, tensors):
-        for key, value in tensors.items():
-            state[f"{prefix}.{key}"] = torch.from_numpy(np.ascontiguousarray(value, dtype=np.float32))
+    def unused(self) -> list[str]:
+        return [PREFIX + k for k in sorted(set(self.weights) - self.used)]
 
-    put("ran.embeddings.word_embeddings", {"weight": take("token-embedding/embeddings")})
-    put("ran.embeddings.norm", norm("embedding-layernorm"))
-    layer_ids = sorted({int(m.group(1)) for k in weights if (m := re.match(r"ran-(\d+)/", k))})
-    if layer_ids != list(range(len(layer_ids))) or not layer_ids:
-        raise KeyError(f"checkpoint RAN layers are {layer_ids}; expected ran-0 .. ran-N")
+
+def _stacked(*parts: dict) -> dict:
+    """Linear layers over the same input as one layer: weights (and biases) stacked along the output axis."""
+    return {key: np.concatenate([p[key] for p in parts], axis=0) for key in parts[0]}
+
+
+def _layer_weights(released: _ReleasedWeights, src: str, rotary: np.ndarray) -> dict[str, dict]:
+    """One RAN layer, `ran-i` of the release: ran_hf module name (relative to the layer) -> its tensors. q and k
+    are permuted inside each head (`rotary`) so that half-split rotary gives the authors' interleaved scores."""
+    attention = f"{src}/encode-attn"
+    modules = {
+        "window_attention.qkv": _stacked(released.linear(f"{attention}/dense-q", rotary),
+                                         released.linear(f"{attention}/dense-k", rotary),
+                                         released.linear(f"{attention}/dense-v")),
+        "window_attention.o": released.linear(f"{attention}/dense-o"),
+        "window_attention.glu.proj": released.glu(f"{attention}/glu"),
+        "window_attention.norm": released.norm(f"{attention}/layernorm"),
+        "cell_initializer": released.linear(f"{src}/cell-initializer"),
+        "cell_initializer_norm": released.norm(f"{src}/cell-initializer-layernorm"),
+        "cell_glu.proj": released.glu(f"{src}/cell-glu"),
+        "cell_residual_norm": released.norm(f"{src}/cell-residual-layernorm"),
+        "concat_norm": released.norm(f"{src}/concat-layernorm"),
+    }
+    review = f"{src}/output-attn"
+    if f"{review}/dense-q/kernel" in released:  # memory review
+        modules.update({
+            "memory_review.q": released.linear(f"{review}/dense-q"),
+            "memory_review.kv": _stacked(released.linear(f"{review}/dense-k"), released.linear(f"{review}/dense-v")),
+            "memory_review.o": released.linear(f"{review}/dense-o"),
+            "memory_review.glu.proj": released.glu(f"{review}/glu"),
+            "memory_review.norm": released.norm(f"{review}/layernorm"),
+        })
+    else:
+        modules["output_norm"] = released.norm(f"{src}/output-layernorm")
+    return modules
+
+
+def convert_official_weights(weights: dict, num_heads: int, head_size: int) -> dict:
+    """Released variable names -> ran_hf state dict of a `RANForMaskedLM` (keys `ran.*` and, if present,
+    `lm_head.*`). Raises `KeyError` naming any variable that is missing or left over."""
+    released = _ReleasedWeights(weights)
+    modules = {"ran.embeddings.word_embeddings": {"weight": released.take("token-embedding/embeddings")},
+               "ran.embeddings.norm": released.norm("embedding-layernorm")}
     rotary = _rotary_permutation(num_heads, head_size)
-    for i in layer_ids:
-        src, dst = f"ran-{i}", f"ran.layers.{i}"
-        put(f"{dst}.window_attention.qkv", merged(
-            linear(f"{src}/encode-attn/dense-q", rotary), linear(f"{src}/encode-attn/dense-k", rotary),
-            linear(f"{src}/encode-attn/dense-v")))
-        put(f"{dst}.window_attention.o", linear(f"{src}/encode-attn/dense-o"))
-        put(f"{dst}.window_attention.glu.proj", merged(
-            linear(f"{src}/encode-attn/glu/dense-t"), linear(f"{src}/encode-attn/glu/dense-g")))
-        put(f"{dst}.window_attention.norm", norm(f"{src}/encode-attn/layernorm"))
-        put(f"{dst}.cell_initializer", linear(f"{src}/cell-initializer"))
-        put(f"{dst}.cell_initializer_norm", norm(f"{src}/cell-initializer-layernorm"))
-        put(f"{dst}.cell_glu.proj", merged(linear(f"{src}/cell-glu/dense-t"), linear(f"{src}/cell-glu/dense-g")))
-        put(f"{dst}.cell_residual_norm", norm(f"{src}/cell-residual-layernorm"))
-        put(f"{dst}.concat_norm", norm(f"{src}/concat-layernorm"))
-        if f"{src}/output-attn/dense-q/kernel" in weights:
-            put(f"{dst}.memory_review.q", linear(f"{src}/output-attn/dense-q"))
-            put(f"{dst}.memory_review.kv", merged(
-                linear(f"{src}/output-attn/dense-k"), linear(f"{src}/output-attn/dense-v")))
-            put(f"{dst}.memory_review.o", linear(f"{src}/output-attn/dense-o"))
-            put(f"{dst}.memory_review.glu.proj", merged(
-                linear(f"{src}/output-attn/glu/dense-t"), linear(f"{src}/output-attn/glu/dense-g")))
-            put(f"{dst}.memory_review.norm", norm(f"{src}/output-attn/layernorm"))
-        else:
-            put(f"{dst}.output_norm", norm(f"{src}/output-layernorm"))
-    if "output-cell-dense/kernel" in weights:
-        put("ran.pooler.cell_dense", linear("output-cell-dense"))
-        put("ran.pooler.cell_glu.proj", merged(linear("output-cell-glu/dense-t"), linear("output-cell-glu/dense-g")))
-        put("ran.pooler.pooling_dense", linear("output-pooling-dense"))
-    if "mlm-hidden/dense/kernel" in weights:
-        put("lm_head.dense", linear("mlm-hidden/dense"))
-        put("lm_head.norm", norm("mlm-hidden/layernorm"))
-        put("lm_head", {"bias": take("mlm-matching/bias")})
-    unused = sorted(set(weights) - used)
-    if unused:
-        raise KeyError(f"checkpoint variables not understood: {[PREFIX + k for k in unused]}")
-    return state
+    for i in released.layer_ids():
+        for name, tensors in _layer_weights(released, f"ran-{i}", rotary).items():
+            modules[f"ran.layers.{i}.{name}"] = tensors
+    if "output-cell-dense/kernel" in released:
+        modules.update({"ran.pooler.cell_dense": released.linear("output-cell-dense"),
+                        "ran.pooler.cell_glu.proj": released.glu("output-cell-glu"),
+                        "ran.pooler.pooling_dense": released.linear("output-pooling-dense")})
+    if "mlm-hidden/dense/kernel" in released:
+        modules.update({"lm_head.dense": released.linear("mlm-hidden/dense"),
+                        "lm_head.norm": released.norm("mlm-hidden/layernorm"),
+                        "lm_head": {"bias": released.take("mlm-matching/bias")}})
+    if released.unused():
+        raise KeyError(f"checkpoint variables not understood: {released.unused()}")
+    return {f"{module}.{key}": torch.from_numpy(np.ascontiguousarray(value, dtype=np.float32))
+            for module, tensors in modules.items() for key, value in tensors.items()}
 
 
 def read_checkpoint(path: str) -> dict:
