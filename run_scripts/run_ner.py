@@ -124,8 +124,32 @@ def read_conll(path, arg_name: str, label_column: int = -1, document_level: bool
     sentences (split at blank lines); `line` is where the example starts. With `allow_untagged`, a file of one
     column (words only, to predict on) gives `tags` None; a file mixing both is an error."""
     path = check_file(path, arg_name)
-    documents, sentences = [], []  # documents: (start line, [sentences]); sentences: (start line, words, tags)
-    words, tags, sentence_start, doc_start, seen_docstart = [], [], None, 1, False
+    documents, tagged, has_docstart = _conll_documents(path, arg_name, label_column, allow_untagged)
+    if not has_docstart and document_level:
+        logger.warning(f"--{arg_name} '{path}': no -DOCSTART- lines, so there are no documents to keep whole; every "
+                       f"sentence is one example.")
+        document_level = False
+    if has_docstart:
+        documents = _drop_empty_documents(documents, path, arg_name, skip_empty)
+    examples = []
+    for start, sentences in documents:
+        for group in [sentences] if document_level else [[s] for s in sentences]:
+            examples.append({"words": [w for _, words, _ in group for w in words],
+                             "tags": [t for _, _, tags in group for t in tags] if tagged else None,
+                             "sentence_lengths": [len(words) for _, words, _ in group],
+                             "line": start if document_level else group[0][0]})
+    if not examples:
+        raise ValueError(f"--{arg_name} '{path}': no tokens found (expected CoNLL columns 'token ... tag').")
+    return examples
+
+
+def _conll_documents(path, arg_name: str, label_column: int, allow_untagged: bool) -> tuple[list, bool, bool]:
+    """The file's documents as `(start line, [(start line, words, tags), ...])`, split at `-DOCSTART-` lines (one
+    document without them) and into sentences at blank lines. Returns (documents, whether the lines have tags,
+    whether there was a `-DOCSTART-`); a line without a tag is an error unless `allow_untagged`, and a file mixing
+    tagged and untagged lines is always one."""
+    documents, sentences = [], []
+    words, tags, sentence_start, doc_start, has_docstart = [], [], None, 1, False
     first_tagged, first_untagged = None, None  # line numbers
 
     def end_sentence():
@@ -144,11 +168,11 @@ def read_conll(path, arg_name: str, label_column: int = -1, document_level: bool
         for number, raw in enumerate(f, start=1):
             line = raw.strip()
             if line.startswith("-DOCSTART-"):
-                if seen_docstart or sentences or words:
+                if has_docstart or sentences or words:
                     end_document(number)
                 else:
                     doc_start = number
-                seen_docstart = True
+                has_docstart = True
                 continue
             if not line:
                 end_sentence()
@@ -159,48 +183,41 @@ def read_conll(path, arg_name: str, label_column: int = -1, document_level: bool
                 cols = [cols[0], None]
             elif len(cols) >= 2:
                 first_tagged = first_tagged or number
-            if len(cols) < 2:
-                raise ValueError(f"--{arg_name} '{path}', line {number}: expected at least two space-separated "
-                                 f"columns ('token ... tag', e.g. CoNLL-2003 'EU NNP B-NP B-ORG'), got {line!r}.")
-            try:
-                tag = cols[label_column]
-            except IndexError:
-                raise ValueError(f"--{arg_name} '{path}', line {number}: no column {label_column} in {line!r} "
-                                 f"(see --label_column).") from None
             if sentence_start is None:
                 sentence_start = number
             words.append(cols[0])
-            tags.append(tag)
+            tags.append(_tag(cols, label_column, path, arg_name, number, line))
     end_document(None)
     if first_tagged and first_untagged:
         raise ValueError(f"--{arg_name} '{path}': line {first_tagged} has a tag column but line {first_untagged} "
                          f"has only the word; give every line a tag (to evaluate) or none (to predict).")
-    if not seen_docstart and document_level:
-        logger.warning(f"--{arg_name} '{path}': no -DOCSTART- lines, so there are no documents to keep whole; every "
-                       f"sentence is one example.")
-        document_level = False
-    if seen_docstart:
-        empty = [start for start, sents in documents if not sents]
-        if empty:
-            shown = ", ".join(map(str, empty[:20])) + (f" ... ({len(empty)} in all)" if len(empty) > 20 else "")
-            if not skip_empty:
-                raise ValueError(f"--{arg_name} '{path}': empty document (a -DOCSTART- line with no tokens after it) "
-                                 f"on line(s) {shown}. Remove those -DOCSTART- lines, or pass "
-                                 f"--skip_empty_documents to skip them with a warning.")
-            logger.warning(f"--{arg_name} '{path}': skipping {len(empty)} empty document(s) (lines {shown}).")
-    examples = []
-    for start, sents in documents:
-        if not sents:
-            continue
-        groups = [sents] if document_level else [[s] for s in sents]
-        for group in groups:
-            tags = [t for _, _, ts in group for t in ts]
-            examples.append({"words": [w for _, ws, _ in group for w in ws], "tags": tags if first_tagged else None,
-                             "sentence_lengths": [len(ws) for _, ws, _ in group],
-                             "line": start if document_level else group[0][0]})
-    if not examples:
-        raise ValueError(f"--{arg_name} '{path}': no tokens found (expected CoNLL columns 'token ... tag').")
-    return examples
+    return documents, bool(first_tagged), has_docstart
+
+
+def _tag(cols: list, label_column: int, path, arg_name: str, number: int, line: str) -> str | None:
+    """The tag column of a line's `cols` (None for a word to predict on)."""
+    if len(cols) < 2:
+        raise ValueError(f"--{arg_name} '{path}', line {number}: expected at least two space-separated "
+                         f"columns ('token ... tag', e.g. CoNLL-2003 'EU NNP B-NP B-ORG'), got {line!r}.")
+    try:
+        return cols[label_column]
+    except IndexError:
+        raise ValueError(f"--{arg_name} '{path}', line {number}: no column {label_column} in {line!r} "
+                         f"(see --label_column).") from None
+
+
+def _drop_empty_documents(documents: list, path, arg_name: str, skip_empty: bool) -> list:
+    """The documents with at least one token; a `-DOCSTART-` with no token after it is an error naming its line, or
+    with `skip_empty` a warning."""
+    empty = [start for start, sentences in documents if not sentences]
+    if empty:
+        shown = ", ".join(map(str, empty[:20])) + (f" ... ({len(empty)} in all)" if len(empty) > 20 else "")
+        if not skip_empty:
+            raise ValueError(f"--{arg_name} '{path}': empty document (a -DOCSTART- line with no tokens after it) "
+                             f"on line(s) {shown}. Remove those -DOCSTART- lines, or pass "
+                             f"--skip_empty_documents to skip them with a warning.")
+        logger.warning(f"--{arg_name} '{path}': skipping {len(empty)} empty document(s) (lines {shown}).")
+    return [(start, sentences) for start, sentences in documents if sentences]
 
 
 # ----------------------------------------------------------------------------------------------------------------------
