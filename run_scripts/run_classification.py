@@ -362,7 +362,8 @@ def labelled_dataset(records: list[dict], keys: list | None, label_list: list[st
 
 def hold_out_validation(train: datasets.Dataset, data_args, seed: int,
                         num_labels: int) -> tuple[datasets.Dataset, datasets.Dataset]:
-    """(train, validation): `--validation_split_percentage` of the training documents held out, stratified."""
+    """(train, validation): `--validation_split_percentage` of the training documents held out (stratified by label
+    where the classes allow, `validation_indices`)."""
     train_idx, val_idx, _ = validation_indices(np.array(train["labels"]), data_args.validation_split_percentage, seed,
                                                num_labels)
     return train.select(train_idx), train.select(val_idx)

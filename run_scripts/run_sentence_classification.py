@@ -223,7 +223,8 @@ def attach_labels(splits: dict, data_args, model_args) -> tuple[bool, list[str]]
 
 
 def carve_validation(splits: dict, data_args, seed: int, num_labels: int) -> None:
-    """A stratified `--validation_split_percentage` of the training records becomes the validation split."""
+    """`--validation_split_percentage` of the training records becomes the validation split (stratified by label
+    where the classes allow, `validation_indices`)."""
     arg, source, records = splits["train"]
     train_idx, val_idx, _ = validation_indices(np.array([r["_label"] for r in records]),
                                                data_args.validation_split_percentage, seed, num_labels)
