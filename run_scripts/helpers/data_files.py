@@ -200,8 +200,8 @@ def dataset_records(dataset: datasets.Dataset, fields: Sequence[str], source: st
                     text_field: str | Sequence[str] | None = None, skip_empty: bool = False,
                     optional_fields: Sequence[str] = (), lines: Sequence[int] | None = None) -> list[dict]:
     """The records of a `datasets.Dataset` as dicts holding `fields` (a `ClassLabel` value as its name; its -1, "no
-    label", as a missing value), `_line` (`lines`, or the 1-based row number) and, with `text_field`, `_text`. `source` names the data in errors
-    (`--train_file 'x.jsonl'`).
+    label", as a missing value), `_line` (`lines`, or the 1-based row number) and, with `text_field`, `_text`.
+    `source` names the data in errors (`--train_file 'x.jsonl'`).
 
     Errors (ValueError) name the source, the line and the fix: a missing field (absent or null), a text that is not
     a string, an optional field present in some records only. An empty document (its text empty or only
@@ -209,7 +209,6 @@ def dataset_records(dataset: datasets.Dataset, fields: Sequence[str], source: st
     """
     text_fields = [text_field] if isinstance(text_field, str) else list(text_field or [])
     fields = list(dict.fromkeys([*fields, *text_fields]))
-    optional = [name for name in optional_fields if name not in fields]
     lines = list(lines) if lines is not None else list(range(1, len(dataset) + 1))
     if len(dataset) == 0:
         raise ValueError(f"{source}: no records (the data is empty).")
@@ -218,31 +217,11 @@ def dataset_records(dataset: datasets.Dataset, fields: Sequence[str], source: st
         if name not in dataset.column_names:
             raise ValueError(f"{source}, line {lines[0]}: no field {name!r} (fields present: {sorted(present)}). "
                              f"{_field_fix(name, text_fields)}")
-    optional = [name for name in optional if name in dataset.column_names]
+    optional = [name for name in optional_fields if name not in fields and name in dataset.column_names]
     class_names = {name: feature.names for name, feature in dataset.features.items()
                    if isinstance(feature, datasets.ClassLabel)}
-    records = []
-    for number, item in zip(lines, dataset.select_columns([*fields, *optional]).to_list()):
-        for name in class_names:  # -1: a ClassLabel's "no label" (e.g. the test splits of GLUE)
-            if name in item and item[name] == -1:
-                item[name] = None
-        missing = [name for name in fields if item[name] is None]
-        if missing:
-            raise ValueError(f"{source}, line {number}: no field {missing[0]!r} (or null). Add the field to every "
-                             f"record. {_field_fix(missing[0], text_fields)}")
-        record = {name: item[name] for name in fields}
-        record.update({name: item[name] for name in optional if item[name] is not None})
-        for name, names in class_names.items():
-            if name in record and isinstance(record[name], int) and record[name] >= 0:
-                record[name] = names[record[name]]
-        for name in text_fields:
-            if not isinstance(record[name], str):
-                raise ValueError(f"{source}, line {number}: field {name!r} must be a string, got "
-                                 f"{type(record[name]).__name__}.")
-        if text_fields:
-            record["_text"] = "\n\n".join(record[n].strip() for n in text_fields if record[n] and record[n].strip())
-        record["_line"] = number
-        records.append(record)
+    records = [_record(item, number, fields, optional, text_fields, class_names, source)
+               for number, item in zip(lines, dataset.select_columns([*fields, *optional]).to_list())]
     for name in optional:
         having = [r["_line"] for r in records if name in r]
         if having and len(having) < len(records):
@@ -252,6 +231,31 @@ def dataset_records(dataset: datasets.Dataset, fields: Sequence[str], source: st
     if text_fields:
         records = drop_empty(records, text_fields, source, skip_empty)
     return records
+
+
+def _record(item: dict, number: int, fields: list[str], optional: list[str], text_fields: list[str],
+            class_names: dict[str, list[str]], source: str) -> dict:
+    """One row of `dataset_records`: its `fields` (required), the `optional` ones it has, `_text` and `_line`."""
+    for name in class_names:  # -1: a ClassLabel's "no label" (e.g. the test splits of GLUE)
+        if name in item and item[name] == -1:
+            item[name] = None
+    missing = [name for name in fields if item[name] is None]
+    if missing:
+        raise ValueError(f"{source}, line {number}: no field {missing[0]!r} (or null). Add the field to every "
+                         f"record. {_field_fix(missing[0], text_fields)}")
+    record = {name: item[name] for name in fields}
+    record.update({name: item[name] for name in optional if item[name] is not None})
+    for name, names in class_names.items():
+        if name in record and isinstance(record[name], int) and record[name] >= 0:
+            record[name] = names[record[name]]
+    for name in text_fields:
+        if not isinstance(record[name], str):
+            raise ValueError(f"{source}, line {number}: field {name!r} must be a string, got "
+                             f"{type(record[name]).__name__}.")
+    if text_fields:
+        record["_text"] = "\n\n".join(record[n].strip() for n in text_fields if record[n] and record[n].strip())
+    record["_line"] = number
+    return record
 
 
 def _field_fix(name: str, text_fields: Sequence[str]) -> str:
