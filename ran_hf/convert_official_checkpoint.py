@@ -172,8 +172,9 @@ def convert_official_weights(weights: dict, num_heads: int, head_size: int) -> d
         modules.update({"lm_head.dense": released.linear("mlm-hidden/dense"),
                         "lm_head.norm": released.norm("mlm-hidden/layernorm"),
                         "lm_head": {"bias": released.take("mlm-matching/bias")}})
-    if released.unused():
-        raise KeyError(f"checkpoint variables not understood: {released.unused()}")
+    unused = released.unused()
+    if unused:
+        raise KeyError(f"checkpoint variables not understood: {unused}")
     return {f"{module}.{key}": torch.from_numpy(np.ascontiguousarray(value, dtype=np.float32))
             for module, tensors in modules.items() for key, value in tensors.items()}
 

@@ -108,9 +108,9 @@ def check_arguments(args: TokenizerArguments) -> None:
         raise ValueError(f"--vocab_size must be more than the 5 special tokens, got {args.vocab_size}.")
 
 
-def training_texts(args: TokenizerArguments):
-    """The texts to train on: every document of `--train_files` in memory (a list), or the documents of
-    `--train_dirs` streamed (a `DocumentCounter`, which counts them as the trainer reads them)."""
+def training_texts(args: TokenizerArguments, shards: list | None):
+    """The texts to train on: every document of `--train_files` in memory (a list), or the documents of the
+    `--train_dirs` `shards` streamed (a `DocumentCounter`, which counts them as the trainer reads them)."""
     if args.train_files:
         texts = []
         for path in args.train_files:
@@ -120,20 +120,18 @@ def training_texts(args: TokenizerArguments):
             texts += [r["_text"] for r in records]
             logger.info(f"{path}: {len(records)} {'lines' if file_format(p) == 'text' else 'documents'}")
         return texts
-    shards = corpus_shards(args.train_dirs, "train_dirs")
     logger.info(f"Streaming the documents of {len(shards)} shard(s)"
                 + (f" with {args.split_column} == {args.train_split!r}" if args.split_column else ""))
     return DocumentCounter(doc["text"] for doc in streamed_documents(shards, args.text_column_name,
                                                                      args.split_column, args.train_split))
 
 
-def tokenizer_stats(tokenizer, args: TokenizerArguments, texts) -> dict:
+def tokenizer_stats(tokenizer, args: TokenizerArguments, texts, shards: list | None) -> dict:
     """The vocabulary, the documents trained on, characters per token on the first texts (`sample_size` of them)
     and, for a streamed corpus with `--heldout_split`, word pieces per word and the [UNK] share on held-out text."""
     if args.train_files:
         sources, n_documents, sample = args.train_files, len(texts), texts[:2000]
     else:
-        shards = corpus_shards(args.train_dirs, "train_dirs")
         documents = iter_documents(shards, args.text_column_name, args.split_column, args.train_split)
         sources, n_documents, sample = args.train_dirs, texts.count, [doc["text"] for _, doc in zip(range(20),
                                                                                                     documents)]
@@ -176,11 +174,12 @@ def main(argv: list[str] | None = None):
     (args,) = HfArgumentParser(TokenizerArguments).parse_args_into_dataclasses(args=argv)
     check_arguments(args)
     started = time.time()
-    texts = training_texts(args)
+    shards = corpus_shards(args.train_dirs, "train_dirs") if args.train_dirs else None
+    texts = training_texts(args, shards)
     tokenizer = train_wordpiece_tokenizer(texts, vocab_size=args.vocab_size, min_frequency=args.min_frequency,
                                           lowercase=args.lowercase, limit_alphabet=args.limit_alphabet)
     tokenizer.save_pretrained(args.output_dir)
-    info = tokenizer_stats(tokenizer, args, texts)
+    info = tokenizer_stats(tokenizer, args, texts, shards)
     write_readme(args, info, argv)
     info["seconds"] = round(time.time() - started, 1)
     with open(os.path.join(args.output_dir, "tokenizer_stats.json"), "w", encoding="utf-8") as f:

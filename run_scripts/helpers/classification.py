@@ -201,7 +201,7 @@ def majority_baseline(train_labels: np.ndarray, n: int, multi: bool) -> np.ndarr
 
 
 def score_test_split(y_true: np.ndarray, y_pred: np.ndarray, full_length: np.ndarray, train_labels: np.ndarray | None,
-                multi: bool, label_list: list[str], model_name: str) -> tuple[dict, dict]:
+                     multi: bool, label_list: list[str], model_name: str) -> tuple[dict, dict]:
     """Test metrics and the printed table's rows: the scores overall (`test_*`), on the documents of at most and of
     more than `LONG` tokens before truncation (`test_le_512_*`, `test_over_512_*`), and of the majority class of
     `train_labels` (`baseline_*`; the test labels' own majority, marked as such, where no training split is given).
