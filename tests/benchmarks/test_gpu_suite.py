@@ -179,6 +179,22 @@ def test_the_report_renders_from_the_rehearsal(rehearsal):
         assert (out / "report" / name).stat().st_size > 10_000, name
 
 
+def test_an_optimise_part_cut_after_its_first_rows_renders(rehearsal):
+    # the worker measured the compiled forward, then was killed: the rows it did not reach carry no batch size
+    data, _ = rehearsal
+    data = json.loads(json.dumps(data))
+    measured = next(r for r in data["records"] if r["kind"] == "optimise" and r["variant"] == "compiled"
+                    and r["mode"] == "forward")
+    cut = [dict(kind="optimise", variant=v, mode=m, seq_len=measured["seq_len"], part="optimise",
+                skipped="not measured: worker time cap: killed at the part's deadline")
+           for v, m in (("eager", "forward"), ("compiled", "train"), ("eager", "train"))]
+    data["records"] = [r for r in data["records"] if r["kind"] != "optimise"] + [measured] + cut
+    table = gpu_report.markdown(data)
+    length = gpu_report._k(measured["seq_len"])
+    assert f"| forward | {length} x 1 | time cap | {measured['median_s']} |" in table
+    assert f"| train | {length} x ? | time cap | time cap |" in table
+
+
 def test_the_base_call_fits_one_device_command():
     """The default call at the base scale: the parts that matter first, each cap above a worker's start on the
     device (16-21 s measured), all inside the budget, and the budget inside 300 s less about 60 s of setup."""
