@@ -156,6 +156,9 @@ def speed_lines(data: dict) -> list[str]:
              f"memory, too slow = the next length was projected past the per-call cap, time cap = the call's "
              f"budget ran out. Fraction = matmul FLOPs counted from the config (useful work only, a training "
              f"step as 3x the forward) over the measured peak.", ""]
+    chains = sorted({r["chain_implementation"] for r in rows if "chain_implementation" in r})
+    if chains:
+        lines += [f"RAN's cell chain: `chain_implementation=\"{'/'.join(chains)}\"`.", ""]
     header = "| model | " + " | ".join(f"{_k(n)} (batch {batches[n]})" for n in lengths) + " |"
     for mode in ("forward", "train"):
         group = [r for r in rows if r["mode"] == mode]

@@ -467,6 +467,8 @@ def worker_speed(spec: dict) -> None:
             row = dict(kind="speed", model=name, mode=mode, seq_len=length, batch_size=batch,
                        tokens_per_step=batch * length, dtype=spec["dtype"], params=params,
                        flops_per_token=encoder_flops_per_token(name, spec["size"], length, extra))
+            if name == "ran":
+                row["chain_implementation"] = model.config.chain_implementation
             projected = series_projection(done[mode], length, batch)
             if stopped[mode] is None and projected is not None and projected > spec["max_call_s"]:
                 stopped[mode] = f"too slow: projected {projected:.1f} s per call > {spec['max_call_s']} s"

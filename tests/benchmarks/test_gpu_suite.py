@@ -153,6 +153,7 @@ def test_the_rehearsal_measures_every_part(rehearsal):
         (m, mode, n) for m in ("ran", "bert_chunks") for mode in ("forward", "train") for n in (64, 256)}
     assert all(r["tokens_per_s"] > 0 and r["output_finite"] and r["tokens_per_step"] == 256
                for r in by_kind["speed"])
+    assert {r.get("chain_implementation") for r in by_kind["speed"] if r["model"] == "ran"} == {"eager"}
     for r in by_kind["profile"]:
         assert sum(v["share_of_timeline"] for v in r["categories"].values()) == pytest.approx(1.0, abs=1e-3)
         assert r["categories"]["cell chain"]["share_of_busy"] > 0 and 0 < r["chain_forward"]["chain_share"] < 1
@@ -174,6 +175,7 @@ def test_the_report_renders_from_the_rehearsal(rehearsal):
         assert heading in table, heading
     assert "PyTorch " + torch.__version__ in table and "Command: `" in table
     assert "| RAN | " in table and "| BERT, 512-token chunks | " in table and "| cell chain | " in table
+    assert "RAN's cell chain: `chain_implementation=\"eager\"`." in table
     assert "FAIL" not in table and "failed" not in table
     for name in ("speed.png", "generation.png", "profile.png"):
         assert (out / "report" / name).stat().st_size > 10_000, name
