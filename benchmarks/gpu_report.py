@@ -275,22 +275,27 @@ def profile_lines(data: dict) -> list[str]:
 
 
 def generation_lines(data: dict) -> list[str]:
+    """Contexts in the order they ran; a context measured again (after the longer ones) gets its own column."""
     rows = records(data, "generation")
     if not rows:
         return []
-    contexts = sorted({r["context"] for r in rows})
+    by_model = {model: [r for r in rows if r["model"] == model] for model in ("ran", "gpt2")}
+    columns = max(([r["context"] for r in group] for group in by_model.values()), key=len)
+    titles = [_k(c) + (" (again)" if c in columns[:i] else "") for i, c in enumerate(columns)]
     lines = ["## Generation", "",
              f"Prompt prefilled through the cache, then single-token decode steps (synchronised; median). Cells: "
              f"ms per token (cache MiB after the prompt); {rows[0]['dtype']} weights.", "",
-             "| model | " + " | ".join(_k(c) for c in contexts) + " |", "| --- |" + " --- |" * len(contexts)]
-    for model in ("ran", "gpt2"):
-        cells = []
-        for c in contexts:
-            r = next((r for r in rows if r["model"] == model and r["context"] == c), None)
-            cells.append("" if r is None else f"{r['decode_ms_median']:.2f} ({r['cache_bytes'] / 2**20:.1f})"
-                         if "decode_ms_median" in r else _mark(r))
+             "| model | " + " | ".join(titles) + " |", "| --- |" + " --- |" * len(columns)]
+    for model, group in by_model.items():
+        cells = [_generation_cell(group[i]) if i < len(group) else "" for i in range(len(columns))]
         lines.append(f"| {LABELS[model]} | " + " | ".join(cells) + " |")
     return lines + [""]
+
+
+def _generation_cell(r: dict) -> str:
+    if "decode_ms_median" not in r:
+        return _mark(r)
+    return f"{r['decode_ms_median']:.2f} ({r['cache_bytes'] / 2**20:.1f})"
 
 
 def long_and_optimise_lines(data: dict) -> list[str]:

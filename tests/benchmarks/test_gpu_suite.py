@@ -197,6 +197,18 @@ def test_an_optimise_part_cut_after_its_first_rows_renders(rehearsal):
     assert f"| train | {length} x ? | time cap | time cap |" in table
 
 
+def test_a_context_measured_again_gets_its_own_column(rehearsal):
+    data, _ = rehearsal
+    data = json.loads(json.dumps(data))
+    again = [dict(r, decode_ms_median=r["decode_ms_median"] + 1) for r in data["records"]
+             if r["kind"] == "generation" and r["context"] == 16]
+    data["records"] += again
+    table = gpu_report.markdown(data)
+    assert "| model | 16 | 64 | 16 (again) |" in table
+    ran = next(r for r in again if r["model"] == "ran")
+    assert table.count(f"| {ran['decode_ms_median']:.2f} ({ran['cache_bytes'] / 2**20:.1f}) |") == 1
+
+
 def test_the_base_call_fits_one_device_command():
     """The default call at the base scale: the parts that matter first, each cap above a worker's start on the
     device (16-21 s measured), all inside the budget, and the budget inside 300 s less about 60 s of setup."""
