@@ -73,9 +73,9 @@ class RANConfig(PreTrainedConfig):
               11.5 backward at the base width, and one host call per block. Meant for GPUs, where the eager chain
               is bound by the host launching kernels and leaves the device idle most of a step: on an H200 at
               D 768 x 12 layers, a bf16 training step of 32,768 tokens ran 2.9x faster than eager (1.89 s against
-              5.47 s; `docs/benchmark_gpu/README.md`). The first forward and backward compile (28 s there),
-              and again at the first new batch size or window capacity (then with dynamic sizes), never for a new
-              number of windows; outputs match eager up to float rounding
+              5.47 s; `docs/benchmark_gpu/README.md`). The first training step compiles (24 s there; the first
+              inference call 4 s more), and again at the first new batch size or window capacity (then with
+              dynamic sizes), never for a new number of windows; outputs match eager up to float rounding
               (inductor reorders reductions). Needs what `torch.compile` needs (Triton on CUDA, a C++ compiler on
               CPU). Ignored inside a model that is itself under `torch.compile` or `torch.export`. On a CPU, where
               the chain is not launch-bound, it gains little (1.05x at D 256 x 4 layers, 8,192 tokens, 2 threads).
