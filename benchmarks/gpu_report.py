@@ -315,49 +315,46 @@ def long_and_optimise_lines(data: dict) -> list[str]:
 
 
 def optimise_lines(data: dict) -> list[str]:
-    """The optimise part: RAN's cell chain eager against `chain_implementation="compiled"`, same process."""
+    """The optimise part: RAN's cell chain by `chain_implementation`, same weights, same process."""
     rows, checks = records(data, "optimise"), records(data, "optimise_check")
     if not rows and not checks:
         return []
-    lines = ["## The cell chain: eager against compiled (`chain_implementation`)", "",
-             "Two RAN models with the same weights in one process, one with each `chain_implementation`. Forward in "
+    lines = ["## The cell chain by `chain_implementation`", "",
+             "RAN models with the same weights in one process, one per `chain_implementation`. Forward in "
              "inference mode; training step = forward, loss, backward, fused AdamW. 'first call' holds the compile "
-             "of that grad mode's graphs for the compiled chain (the training graphs compile in the check below); "
-             "'chain share' = the cell chain's share of a training-mode forward, from device events around "
-             "`run_chain`.", ""]
+             "of that grad mode's graphs for a compiled chain, and the capture of that call's shapes for "
+             "`cuda_graphs` (the training graphs compile in the check below); 'chain share' = the cell chain's "
+             "share of a training-mode forward, from device events around `run_chain` and each replay of a "
+             "captured chain.", ""]
     for r in checks:
+        variant = r.get("variant", "compiled")  # results written before more than two chains were compared
+        head = f"- `{variant}` against eager, one training-mode forward and backward at {_k(r['seq_len'])}"
         if "error" in r or "skipped" in r:
-            lines.append(f"- Compiled against eager, one training-mode forward and backward at {_k(r['seq_len'])}: "
-                         f"{r.get('error') or r.get('skipped')}")
-        else:
-            lines.append(f"- Compiled against eager, one training-mode forward and backward at {_k(r['seq_len'])} x "
-                         f"batch {r['batch_size']} ({r['dtype']}): ||compiled - eager|| / ||eager|| outputs "
-                         f"{r['relative_error_outputs']:.2e}, all gradients {r['relative_error_gradients']:.2e}; "
-                         f"seconds of that call: eager {r['call_s']['eager']}, compiled {r['call_s']['compiled']} "
-                         f"(compiling); windows per compiled call: {r.get('windows_per_compiled_call', 1)}, compile "
-                         f"mode: {r.get('compile_mode') or 'default'}")
+            lines.append(f"{head}: {r.get('error') or r.get('skipped')}")
+            continue
+        lines.append(f"{head} x batch {r['batch_size']} ({r['dtype']}): ||{variant} - eager|| / ||eager|| outputs "
+                     f"{r['relative_error_outputs']:.2e}, all gradients {r['relative_error_gradients']:.2e}; "
+                     f"seconds of that call: eager {r['call_s']['eager']}, {variant} {r['call_s'][variant]} "
+                     f"(compiling{', capturing' if variant == 'cuda_graphs' else ''}); windows per compiled call: "
+                     f"{r.get('windows_per_compiled_call', 1)}, compile mode: {r.get('compile_mode') or 'default'}"
+                     + (f", windows per capture: a multiple of {r['windows_per_capture']}"
+                        if variant == "cuda_graphs" and "windows_per_capture" in r else ""))
     if rows:
-        lines += ["", "| mode | length x batch | eager s | compiled s | speed-up | eager chain share | compiled chain "
-                      "share | compiled first call s | new graphs |", "| --- |" + " --- |" * 8]
+        lines += ["", "| mode | length x batch | chain | s | over eager | chain share | first call s | new graphs |",
+                  "| --- |" + " --- |" * 7]
         keys = sorted({(r.get("mode", "train"), r["seq_len"]) for r in rows}, key=lambda k: (k[0] != "forward", k[1]))
         for mode, length in keys:
             pick = {r["variant"]: r for r in rows if (r.get("mode", "train"), r["seq_len"]) == (mode, length)}
             batch = next((r["batch_size"] for r in pick.values() if "batch_size" in r), "?")  # a skipped row has none
             eager = pick.get("eager", {})
-            compiled = next((r for v, r in pick.items() if v != "eager"), {})
-
-            def cell(r, key):
-                return str(r[key]) if key in r else (_mark(r) if r else "")
-
-            def share(r):
+            for variant, r in sorted(pick.items(), key=lambda item: item[0] != "eager"):
                 chain = r.get("chain_forward")
-                return f"{chain['chain_share']:.1%}" if chain else ""
-
-            speedup = (f"{eager['median_s'] / compiled['median_s']:.2f}x"
-                       if "median_s" in eager and "median_s" in compiled else "")
-            lines.append(f"| {mode} | {_k(length)} x {batch} | {cell(eager, 'median_s')} | "
-                         f"{cell(compiled, 'median_s')} | {speedup} | {share(eager)} | {share(compiled)} | "
-                         f"{cell(compiled, 'first_call_s')} | {compiled.get('new_graphs', '')} |")
+                speedup = (f"{eager['median_s'] / r['median_s']:.2f}x"
+                           if variant != "eager" and "median_s" in eager and "median_s" in r else "")
+                share = f"{chain['chain_share']:.1%}" if chain else ""
+                lines.append(f"| {mode} | {_k(length)} x {batch} | {variant} | {r.get('median_s', _mark(r))} | "
+                             f"{speedup} | {share} | {r.get('first_call_s', '')} | {r.get('new_graphs', '')}"
+                             + (f" (captures held: {r['captures']})" if "captures" in r else "") + " |")
     return lines + [""]
 
 

@@ -12,7 +12,7 @@ Parts, each with a time cap (`--caps`) inside one overall budget (`--budget-s`),
 silently left out:
 
   env          device, versions, the measured bf16 matmul peak (8192^3 products, CUDA events, median of 10)
-  optimise     RAN with `chain_implementation` "eager" and "compiled" in one process: the compiled chain's outputs
+  optimise     RAN with each `chain_implementation` ("cuda_graphs", "compiled", "eager") in one process: outputs
                and gradients against eager's, then forward and training step at 8k and 32k (batch 1)
   speed        RAN, ModernBERT (sdpa), Longformer, BigBird and BERT over 512-token chunks (default: ModernBERT and
                Longformer, training step at 32k) with `--tokens-per-step` tokens per step (batch = tokens / length,
@@ -85,6 +85,9 @@ TOLERANCES = dict(last_hidden_state=5e-2, pooler_output=5e-2, gradients=1e-1)
 # `budget_s`. A worker process needs 16-21 s on the device before its first result (imports, a base-size model on the
 # GPU, the first CUDA calls; measured on an H100 in the call at 3d19c15), so every part's cap covers that start.
 # The base call fits one device command of at most 300 s: about 60 s of unpacking and CUDA start, then 230 s.
+# the chains the optimise part compares, in the order it runs them at each length: the newest first, so that a call
+# cut short loses the rows earlier calls measured (the 32k eager training step takes about 9 s on an H100)
+OPTIMISE_VARIANTS = ["cuda_graphs", "compiled", "eager"]
 SCALES = {
     # the device call: base size, bf16
     "base": dict(size=dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
@@ -95,7 +98,7 @@ SCALES = {
                  prefill_chunk=4096, long_length=262144, optimise_lengths=[8192, 32768], optimise_batch_size=1,
                  matmul_size=8192, max_call_s=8.0, max_case_s=6.0, warmup=1, repeats=3, budget_s=230,
                  pytest_timeout=30, pytest_files=PYTEST_FILES, pytest_select="not flex",
-                 compile_backend="inductor", ran_chain="eager",
+                 compile_backend="inductor", ran_chain="eager", optimise_variants=OPTIMISE_VARIANTS,
                  caps=dict(env=10, optimise=100, speed=60, pytest=60, checks=40, profile=95, generation=60,
                            long_train=100)),
     # the rehearsal: the same code path at tiny sizes, seconds on a CPU (the optimise lengths give 8 and 16 windows,
@@ -108,7 +111,7 @@ SCALES = {
                  prefill_chunk=64, long_length=512, optimise_lengths=[128, 256], optimise_batch_size=1,
                  matmul_size=256, max_call_s=20.0, max_case_s=2.0, warmup=1, repeats=2, budget_s=1200,
                  pytest_timeout=60, pytest_files=["tests/model/test_parity.py"], pytest_select="directory_loads",
-                 compile_backend="aot_eager", ran_chain="eager",
+                 compile_backend="aot_eager", ran_chain="eager", optimise_variants=OPTIMISE_VARIANTS,
                  caps=dict(env=60, optimise=120, speed=240, pytest=120, checks=90, profile=90, generation=90,
                            long_train=60)),
 }
@@ -725,7 +728,8 @@ def _event_ns(e) -> tuple[int, int]:
 
 def time_chain_in_forward(torch, spec: dict, model, ids) -> dict:
     """The cell chain's share of one training-mode forward, without the profiler: device events (CUDA) or the host
-    clock (CPU) around each `run_chain` call and around the whole forward."""
+    clock (CPU) around each `run_chain` call and each replay of a captured chain (`ChainGraph.__call__`,
+    `chain_implementation="cuda_graphs"`), and around the whole forward."""
     import ran_hf.modeling_ran as modeling
 
     device = spec["device"]
@@ -740,15 +744,25 @@ def time_chain_in_forward(torch, spec: dict, model, ids) -> dict:
     def seconds(start, end):
         return start.elapsed_time(end) / 1000 if device == "cuda" else end - start
 
-    original, marks = modeling.run_chain, []
+    marks, originals = [], [(modeling, "run_chain"), (modeling.ChainGraph, "__call__")]
+    originals = [(owner, name, getattr(owner, name)) for owner, name in originals]
 
-    def run_chain(*args, **kwargs):
-        begin = mark()
-        result = original(*args, **kwargs)
-        marks.append((begin, mark()))
-        return result
+    depth = [0]  # only the outermost call is timed (a capture runs `run_chain` inside `ChainGraph.__call__` on CPU)
 
-    modeling.run_chain = run_chain
+    def timed(function):
+        def wrapper(*args, **kwargs):
+            depth[0] += 1
+            begin = mark() if depth[0] == 1 else None
+            try:
+                return function(*args, **kwargs)
+            finally:
+                depth[0] -= 1
+                if begin is not None:
+                    marks.append((begin, mark()))
+        return wrapper
+
+    for owner, name, function in originals:
+        setattr(owner, name, timed(function))
     try:
         _sync(torch, device)()
         _new_step(torch)
@@ -758,7 +772,8 @@ def time_chain_in_forward(torch, spec: dict, model, ids) -> dict:
         end = mark()
         _sync(torch, device)()
     finally:
-        modeling.run_chain = original
+        for owner, name, function in originals:
+            setattr(owner, name, function)
     del out
     total = seconds(start, end)
     chain = sum(seconds(a, b) for a, b in marks)
@@ -941,9 +956,6 @@ def worker_long_train(spec: dict) -> None:
 # --------------------------------------------- the cell chain, eager against compiled ---------------------------
 
 
-OPTIMISE_VARIANTS = ("eager", "compiled")
-OPTIMISE_ORDER = ("compiled", "eager")  # the new chain first at each length: a call cut short loses eager's rows,
-# which earlier calls measured (the 32k eager training step takes about 9 s on an H100)
 
 
 def use_compile_settings(spec: dict) -> None:
@@ -967,16 +979,16 @@ def use_compile_settings(spec: dict) -> None:
 
 def optimise_cases(spec: dict) -> list[tuple[str, str, int]]:
     """(variant, mode, length) in the order they run: per length, compiled then eager, forward then train."""
-    return [(variant, mode, length) for length in spec["optimise_lengths"] for variant in OPTIMISE_ORDER
+    return [(variant, mode, length) for length in spec["optimise_lengths"] for variant in spec["optimise_variants"]
             for mode in ("forward", "train")]
 
 
-def _compare_gradients(torch, spec, models, ids) -> dict:
-    """One training-mode forward and backward of each variant on the same weights: the compiled chain against eager,
-    `||compiled - eager|| / ||eager||` of the outputs and of all gradients (and the seconds of the compiled call,
-    which compiles the training graphs)."""
+def _compare_gradients(torch, spec, models, ids) -> list[dict]:
+    """One training-mode forward and backward of each chain on the same weights: every chain against eager,
+    `||chain - eager|| / ||eager||` of the outputs and of all gradients, and the seconds of each call (the first
+    call of a compiled chain compiles its training graphs; of `cuda_graphs`, also captures them)."""
     results, seconds = {}, {}
-    for variant in OPTIMISE_VARIANTS:
+    for variant in ["eager"] + [v for v in spec["optimise_variants"] if v != "eager"]:
         model = models[variant].train()
         model.zero_grad(set_to_none=True)
         _sync(torch, spec["device"])()
@@ -990,42 +1002,52 @@ def _compare_gradients(torch, spec, models, ids) -> dict:
         results[variant] = (out.last_hidden_state.detach().float(), torch.cat(
             [p.grad.flatten().float() for p in model.parameters() if p.grad is not None]))
         model.zero_grad(set_to_none=True)
-    (out_eager, grad_eager), (out_compiled, grad_compiled) = results["eager"], results["compiled"]
-    return dict(relative_error_outputs=round(_relative(out_compiled, out_eager), 6),
-                relative_error_gradients=round(_relative(grad_compiled, grad_eager), 6), call_s=seconds)
+    out_eager, grad_eager = results["eager"]
+    return [dict(variant=variant, relative_error_outputs=round(_relative(out, out_eager), 6),
+                 relative_error_gradients=round(_relative(grad, grad_eager), 6),
+                 call_s=dict(eager=seconds["eager"], **{variant: seconds[variant]}))
+            for variant, (out, grad) in results.items() if variant != "eager"]
 
 
 def worker_optimise(spec: dict) -> None:
-    """RAN with `chain_implementation` "eager" and "compiled" (two models with the same weights, one process): at
+    """RAN with each `chain_implementation` of `optimise_variants` (models with the same weights, one process): at
     each length (batch `optimise_batch_size`), a forward (inference mode) and a training step (forward, loss,
-    backward, AdamW), each with the chain's share of a training-mode forward; first the compiled chain's outputs
-    and gradients against eager's. A case projected past the deadline is skipped and marked."""
+    backward, AdamW), each with the chain's share of a training-mode forward; first every chain's outputs and
+    gradients against eager's. A case projected past the deadline is skipped and marked. Off CUDA (the rehearsal)
+    the captures of `"cuda_graphs"` are emulated by `benchmarks.static_replay`."""
     import copy
 
     torch = _torch_setup(spec)
     from torch._dynamo.utils import counters
 
+    import ran_hf.modeling_ran as modeling
+
     device = spec["device"]
     sync = _sync(torch, device)
     use_compile_settings(spec)
+    if device != "cuda" and "cuda_graphs" in spec["optimise_variants"]:  # the rehearsal: captures emulated
+        from benchmarks import static_replay
+
+        static_replay.install(modeling, device)
     eager = _ran_model(spec, chain="eager").to(device)
-    compiled = copy.deepcopy(eager)
-    compiled.config.chain_implementation = "compiled"
-    models = dict(eager=eager, compiled=compiled)
+    models = dict(eager=eager)
+    for variant in spec["optimise_variants"]:
+        if variant != "eager":
+            models[variant] = copy.deepcopy(eager)
+            models[variant].config.chain_implementation = variant
     batch = spec["optimise_batch_size"]
     vocab = spec["size"]["vocab_size"]
     first = min(spec["optimise_lengths"])
     ids = torch.randint(5, vocab, (batch, first), generator=torch.Generator().manual_seed(first)).to(device)
-    import ran_hf.modeling_ran as modeling
-
     row = dict(kind="optimise_check", model="ran", seq_len=first, batch_size=batch, dtype=spec["dtype"],
                compile_backend=spec["compile_backend"], compile_mode=spec.get("compile_mode"),
-               windows_per_compiled_call=modeling.COMPILED_CHAIN_BLOCK)
+               windows_per_compiled_call=modeling.COMPILED_CHAIN_BLOCK,
+               windows_per_capture=modeling.CHAIN_GRAPH_WINDOWS)
     try:
-        row.update(_compare_gradients(torch, spec, models, ids))
+        for compared in _compare_gradients(torch, spec, models, ids):
+            emit(dict(row, **compared))
     except Exception as exc:  # noqa: BLE001
-        row.update(error=f"{type(exc).__name__}: {exc}"[:500])
-    emit(row)
+        emit(dict(row, error=f"{type(exc).__name__}: {exc}"[:500]))
     done = {}  # (variant, mode) -> the last measured row
     for variant, mode, length in optimise_cases(spec):
         model = models[variant]
@@ -1064,6 +1086,8 @@ def worker_optimise(spec: dict) -> None:
             row.update(median_s=round(median, 4), times_s=[round(t, 4) for t in times],
                        tokens_per_s=round(batch * length / median, 1), peak_mb=_peak_mb(torch, device),
                        output_finite=bool(finite), new_graphs=int(counters["stats"]["unique_graphs"]) - graphs_before)
+            if variant == "cuda_graphs":  # captures the model's layers hold (each with its own memory)
+                row["captures"] = sum(len(modeling._CHAIN_GRAPHS.get(layer, {})) for layer in model.modules())
             if mode == "train" and time.time() + row["median_s"] < spec["deadline"]:
                 row["chain_forward"] = time_chain_in_forward(torch, spec, model.train(), ids)
             done[(variant, mode)] = row
@@ -1265,8 +1289,8 @@ class Suite:
 
     def optimise(self, deadline):
         spec = self.spec(compile_mode=self.args.compile_mode)
-        expected = [dict(kind="optimise_check")] + [dict(kind="optimise", variant=v, mode=m, seq_len=n)
-                                                     for v, m, n in optimise_cases(spec)]
+        expected = [dict(kind="optimise_check", variant=v) for v in spec["optimise_variants"] if v != "eager"]
+        expected += [dict(kind="optimise", variant=v, mode=m, seq_len=n) for v, m, n in optimise_cases(spec)]
         return self.run_worker("optimise", spec, deadline, expected)
 
     def run(self):
@@ -1306,7 +1330,7 @@ def summarise(r: dict) -> str:
     if r["kind"] == "pytest":
         return f"pytest: {r['summary']}; progress {json.dumps(r.get('progress'))}"
     if r["kind"] == "optimise_check":
-        return (f"{head} {where}: compiled chain against eager, relative error outputs "
+        return (f"{head} {where}: the chain against eager, relative error outputs "
                 f"{r['relative_error_outputs']:.2e}, gradients {r['relative_error_gradients']:.2e}; call seconds "
                 f"{json.dumps(r['call_s'])}")
     return f"{head} {where}: passed={r.get('passed')} " + json.dumps(

@@ -78,7 +78,17 @@ class RANConfig(PreTrainedConfig):
               dynamic sizes), never for a new number of windows; outputs match eager up to float rounding
               (inductor reorders reductions). Needs what `torch.compile` needs (Triton on CUDA, a C++ compiler on
               CPU). Ignored inside a model that is itself under `torch.compile` or `torch.export`. On a CPU, where
-              the chain is not launch-bound, it gains little (1.05x at D 256 x 4 layers, 8,192 tokens, 2 threads).
+              the chain is not launch-bound, it gains little (1.05x at D 256 x 4 layers, 8,192 tokens, 2 threads);
+            - `"cuda_graphs"`: the compiled chain of every window of a layer captured as one CUDA graph for the
+              forward and one for the backward (`torch.cuda.make_graphed_callables`), so a layer's whole chain is one
+              host call each way instead of one per block of 4 windows. A layer captures once per window count,
+              rounded up to a multiple of 16 windows (4,096 tokens at window 256), batch size, dtype and grad mode,
+              keeping the last 2 captures (each holds the chain's inputs, their gradients and its saved activations
+              in memory of its own); a capture runs the compiled chain 3 times first. Off CUDA and under gradient
+              checkpointing the chain runs compiled instead, with a warning; so does, silently, a forward through a
+              layer whose previous forward still waits for its backward (the capture's backward reads the
+              activations of its last forward) and a forward inside another capture. Not measured on a GPU yet:
+              `python -m benchmarks.gpu_suite --parts optimise` compares it with eager and compiled.
 
     Every value is checked by `validate_architecture` (`ValueError` naming the field and the allowed values) on
     construction and `from_pretrained`, and on every later assignment (`config.window_size = 0` raises there, and
@@ -121,7 +131,7 @@ class RANConfig(PreTrainedConfig):
     tie_word_embeddings: bool = True
     use_cache: bool = True
     sparse_prediction: bool = False
-    chain_implementation: Literal["eager", "compiled"] = "eager"
+    chain_implementation: Literal["eager", "compiled", "cuda_graphs"] = "eager"
 
     def __post_init__(self, **kwargs):
         legacy_pooler_mode = _legacy_pooler_mode(kwargs.pop("pooler_type", None), kwargs.pop("pooler_pooling", None))

@@ -23,6 +23,7 @@ parameters) is worked out in `window_layout.py`; the argument checks live in `in
 import contextlib
 import functools
 import math
+import weakref
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
@@ -791,12 +792,14 @@ class RANLayer(GradientCheckpointingLayer):
         carry: tuple[torch.Tensor, torch.Tensor], layout: RANWindowLayout, state: RANLayerState | None,
     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """The chain as a Python loop over windows: eagerly one window at a time, or through the compiled step,
-        `COMPILED_CHAIN_BLOCK` windows a call (`config.chain_implementation="compiled"`). A last window left open
+        `COMPILED_CHAIN_BLOCK` windows a call (`config.chain_implementation="compiled"`), or as one replay of the
+        layer's captured compiled chain (`"cuda_graphs"`, `_chain_graphed`). A last window left open
         (causal) is not run: its cell would only be read by a later call, which recomputes it. Returns the last
         cell (B, D) and the outputs (B, n, ...)."""
         num_windows = layout.window_mask.shape[1]
-        step, blocks = self._chain_window, {}
-        if self.config.chain_implementation == "compiled" and not is_compiling():
+        num_steps = num_windows - layout.last_window_unfinished
+        step, blocks, graphed = self._chain_window, {}, None
+        if self.config.chain_implementation != "eager" and not is_compiling():
             step = self._compiled_chain_window
             blocks = dict(block_step=self._compiled_chain_windows, block_size=COMPILED_CHAIN_BLOCK)
             # windows first, copied to fresh row-major strides: a window's (or a block's) strides then do not
@@ -804,15 +807,44 @@ class RANLayer(GradientCheckpointingLayer):
             # size-1 batch axis's stride)
             windows = [_cat(keys, 1).transpose(0, 1), _cat(values, 1).transpose(0, 1), *per_window]
             windows = [t.clone(memory_format=torch.contiguous_format) if t is not None else None for t in windows]
+            if self.config.chain_implementation == "cuda_graphs":
+                graphed = self._chain_graphed(carry, windows, num_steps)
         else:
             windows = [[k for chunk in keys for k in chunk.unbind(1)],
                        [v for chunk in values for v in chunk.unbind(1)], *per_window]
-        skip_last = layout.last_window_unfinished
-        (s, _), outputs = run_chain(step, carry, windows, num_windows - skip_last, **blocks)
-        if skip_last:
+        if graphed is not None:
+            s, outputs = graphed
+        else:
+            (s, _), outputs = run_chain(step, carry, windows, num_steps, **blocks)
+        if layout.last_window_unfinished:
             open_key, open_value = self._open_cell_key_value(s, state, num_windows, keys[0].dtype)
             outputs.append((torch.zeros_like(s), s, open_key, open_value))
         return s, [_stack(t, 1) for t in zip(*outputs)]
+
+    def _chain_graphed(self, carry: tuple[torch.Tensor, torch.Tensor], windows: list[torch.Tensor | None],
+                       num_steps: int) -> tuple[torch.Tensor, list[tuple[torch.Tensor, ...]]] | None:
+        """The first `num_steps` windows of the chain as one replay of the layer's captured chain
+        (`config.chain_implementation="cuda_graphs"`, `chain_graph`), padded to a multiple of
+        `CHAIN_GRAPH_WINDOWS` windows; `windows` are windows first. Returns the last cell and the per-window
+        outputs, or None where no capture applies (off CUDA, under gradient checkpointing, inside another capture,
+        no window to run, the capture waiting for a backward): the compiled chain runs then."""
+        device = windows[0].device
+        if device.type not in CHAIN_GRAPH_DEVICES or (self.gradient_checkpointing and self.training):
+            logger.warning_once(
+                '`chain_implementation="cuda_graphs"` captures the cell chain on CUDA devices and without gradient '
+                f"checkpointing; here (device {device.type}, checkpointing "
+                f"{self.gradient_checkpointing and self.training}) the chain runs compiled."
+            )
+            return None
+        if num_steps == 0 or (device.type == "cuda" and torch.cuda.is_current_stream_capturing()):
+            return None
+        size = CHAIN_GRAPH_WINDOWS * math.ceil(num_steps / CHAIN_GRAPH_WINDOWS)
+        inputs = [*carry, *pad_windows([t[:num_steps] if t is not None else None for t in windows], size)]
+        graph = chain_graph(self, inputs)
+        if graph is None:
+            return None
+        s, *stacked = graph(inputs)
+        return s, list(zip(*(t[:num_steps].unbind(0) for t in stacked)))
 
     def _open_cell_key_value(self, s: torch.Tensor, state: RANLayerState | None, num_windows: int,
                              dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
@@ -880,6 +912,106 @@ def compiled_chain_windows():
     6.25 kernel and library calls per window forward and 11.5 backward, against 7 and 15 one window at a time
     (`python -m benchmarks.chain_ops`)."""
     return torch.compile(RANLayer._chain_windows)
+
+
+# Windows per captured chain (`config.chain_implementation="cuda_graphs"`): a layer's window count is padded up to a
+# multiple of this, so that lengths within one multiple share a capture (16 windows: 4,096 tokens at window 256).
+CHAIN_GRAPH_WINDOWS = 16
+# Captures each layer keeps (the least recently used goes first): each holds a memory pool of its own, with the
+# chain's inputs, their gradients and its saved activations (how much has not been measured on a GPU yet).
+CHAIN_GRAPHS_PER_LAYER = 2
+CHAIN_GRAPH_DEVICES = ("cuda",)  # device types whose chains are captured (elsewhere the chain runs compiled)
+_CHAIN_GRAPHS = weakref.WeakKeyDictionary()  # RANLayer -> {signature: ChainGraph}, most recently used last
+
+
+class ChainGraphModule(nn.Module):
+    """A layer's whole cell chain as one module, for `torch.cuda.make_graphed_callables`: the layer's parameters
+    are registered here too (so the captured backward returns their gradients), the layer itself is held weakly
+    (so a dropped model frees its captures). `forward(s, previous_c, *windows)` takes the non-None per-window inputs
+    of `RANLayer._chain_window`, windows first, and runs them through the compiled blocks."""
+
+    def __init__(self, layer: "RANLayer", present: tuple[bool, ...]):
+        super().__init__()
+        for index, parameter in enumerate(layer.parameters()):
+            self.register_parameter(f"layer_parameter_{index}", parameter)
+        self.layer = weakref.ref(layer)
+        self.present = present  # which of the per-window inputs are tensors (the others are None)
+        self.train(layer.training)
+
+    def forward(self, s: torch.Tensor, previous_c: torch.Tensor, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Returns the last cell (B, D) and the per-window outputs of `_chain_window` stacked windows first."""
+        layer, tensors = self.layer(), iter(tensors)
+        windows = [next(tensors) if present else None for present in self.present]
+        (s, _), outputs = run_chain(layer._compiled_chain_window, (s, previous_c), windows, windows[0].shape[0],
+                                    block_step=layer._compiled_chain_windows, block_size=COMPILED_CHAIN_BLOCK)
+        return (s, *(torch.stack(ys, dim=0) for ys in zip(*outputs)))
+
+
+class ChainGraph:
+    """One capture of a layer's cell chain (`config.chain_implementation="cuda_graphs"`): the forward and, with
+    gradients on, the backward of `ChainGraphModule` as two CUDA graphs, through
+    `torch.cuda.make_graphed_callables`. A replay copies the inputs into the capture's own buffers and launches the
+    whole chain (every window of the layer, thousands of kernels) as one host call.
+
+    The backward graph reads the activations the last forward replay left in the capture's memory, so a second
+    forward before the first one's backward would make that backward wrong: `busy` says when one is pending (its
+    autograd node is alive and has not run), and the layer then runs the compiled chain instead. Outputs and
+    gradients are cloned out of the capture's buffers, so a later replay never changes a tensor a caller (or a
+    parameter's `.grad`) holds."""
+
+    def __init__(self, layer: "RANLayer", inputs: list[torch.Tensor | None]):
+        tensors = [t.detach().clone().requires_grad_(t.requires_grad) for t in inputs if t is not None]
+        module = ChainGraphModule(layer, tuple(t is not None for t in inputs[2:]))
+        self.replay = torch.cuda.make_graphed_callables(module, tuple(tensors), allow_unused_input=True)
+        self.pending = None  # weak reference to the autograd node of a replay whose backward has not run
+
+    def busy(self) -> bool:
+        return self.pending is not None and self.pending() is not None
+
+    def __call__(self, inputs: list[torch.Tensor | None]) -> tuple[torch.Tensor, ...]:
+        outputs = self.replay(*(t for t in inputs if t is not None))
+        node = outputs[0].grad_fn
+        if node is not None:
+            self.pending = weakref.ref(node)
+            node.register_hook(self._backward_ran)
+        return tuple(t.clone() for t in outputs)
+
+    def _backward_ran(self, gradients: tuple[torch.Tensor | None, ...], _) -> tuple[torch.Tensor | None, ...]:
+        """After the backward replay: no backward pending, and the gradients cloned out of the capture's buffers.
+        Autograd would otherwise keep a parameter's first gradient *in* that buffer (it takes over a gradient
+        nothing else holds), and the next replay would overwrite it: gradients accumulated over micro-batches
+        would be wrong (pytorch/pytorch#181723)."""
+        self.pending = None
+        return tuple(g.clone() if g is not None else None for g in gradients)
+
+
+def chain_graph(layer: "RANLayer", inputs: list[torch.Tensor | None]) -> ChainGraph | None:
+    """The layer's capture for these inputs (captured now if new; the least recently used beyond
+    `CHAIN_GRAPHS_PER_LAYER` is dropped), or None when it is waiting for a backward."""
+    parameters = tuple((p.data_ptr(), p.requires_grad) for p in layer.parameters())
+    signature = (tuple(None if t is None else (t.shape, t.dtype, t.device, t.requires_grad) for t in inputs),
+                 parameters, layer.training, torch.is_grad_enabled(), torch.is_inference_mode_enabled())
+    graphs = _CHAIN_GRAPHS.setdefault(layer, {})
+    graph = graphs.pop(signature, None)
+    if graph is None:
+        while len(graphs) >= CHAIN_GRAPHS_PER_LAYER:
+            graphs.pop(next(iter(graphs)))
+        graph = ChainGraph(layer, inputs)
+    graphs[signature] = graph
+    return None if graph.busy() else graph
+
+
+def pad_windows(windows: list[torch.Tensor | None], num_windows: int) -> list[torch.Tensor | None]:
+    """The per-window inputs of `_chain_window` (windows first) padded with windows no row has: zero keys and
+    values, `valid` false (the carry passes them unchanged), the rest false. `valid` is made where it was None, so
+    that a count with padding and one without share a capture."""
+    keys = windows[0]
+    extra = num_windows - keys.shape[0]
+    if windows[3] is None:
+        windows = windows[:3] + [keys.new_ones(keys.shape[:2], dtype=torch.bool)] + windows[4:]
+    if extra == 0:
+        return windows
+    return [None if t is None else torch.cat([t, t.new_zeros(extra, *t.shape[1:])]) for t in windows]
 
 
 class RANPooler(nn.Module):

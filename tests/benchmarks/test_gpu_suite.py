@@ -162,16 +162,21 @@ def test_the_rehearsal_measures_every_part(rehearsal):
     assert all(r["decode_ms_median"] > 0 and r["cache_bytes"] > 0 for r in by_kind["generation"])
     assert by_kind["long_train"][0]["loss_finite"] and by_kind["long_train"][0]["peak_mb"] > 0
     assert {(r["variant"], r["mode"]) for r in by_kind["optimise"]} == {
-        (v, m) for v in ("eager", "compiled") for m in ("forward", "train")}
-    check = by_kind["optimise_check"][0]
-    assert check["relative_error_outputs"] < 1e-5 and check["relative_error_gradients"] < 1e-5
+        (v, m) for v in ("eager", "compiled", "cuda_graphs") for m in ("forward", "train")}
+    # the captured chain ran (captures emulated on the CPU): the check captured each layer's training chain, the
+    # forward its inference chain, and the training step reused the check's
+    assert [r["captures"] for r in by_kind["optimise"] if r["variant"] == "cuda_graphs"] == [4, 4]
+    assert all(r["chain_forward"]["chain_calls"] == 2 for r in by_kind["optimise"] if r["mode"] == "train")
+    assert [r["variant"] for r in by_kind["optimise_check"]] == ["cuda_graphs", "compiled"]
+    for check in by_kind["optimise_check"]:
+        assert check["relative_error_outputs"] < 1e-5 and check["relative_error_gradients"] < 1e-5
 
 
 def test_the_report_renders_from_the_rehearsal(rehearsal):
     _, out = rehearsal
     table = (out / "report" / "table.md").read_text()
     for heading in ("## Correctness", "## Targets", "## Speed and memory", "## Where RAN's training step goes",
-                    "## Generation", "## Long sequence", "## The cell chain: eager against compiled"):
+                    "## Generation", "## Long sequence", "## The cell chain by `chain_implementation`"):
         assert heading in table, heading
     assert "PyTorch " + torch.__version__ in table and "Command: `" in table
     assert "| RAN | " in table and "| BERT, 512-token chunks | " in table and "| cell chain | " in table
@@ -193,8 +198,9 @@ def test_an_optimise_part_cut_after_its_first_rows_renders(rehearsal):
     data["records"] = [r for r in data["records"] if r["kind"] != "optimise"] + [measured] + cut
     table = gpu_report.markdown(data)
     length = gpu_report._k(measured["seq_len"])
-    assert f"| forward | {length} x 1 | time cap | {measured['median_s']} |" in table
-    assert f"| train | {length} x ? | time cap | time cap |" in table
+    assert f"| forward | {length} x 1 | eager | time cap |  |" in table
+    assert f"| forward | {length} x 1 | compiled | {measured['median_s']} |  |" in table
+    assert f"| train | {length} x ? | compiled | time cap |  |" in table
 
 
 def test_a_context_measured_again_gets_its_own_column(rehearsal):

@@ -146,5 +146,5 @@ def test_eager_is_the_default_and_never_compiles(monkeypatch, one_thread):
 
 
 def test_an_unknown_chain_implementation_raises_naming_the_choices():
-    with pytest.raises(ValueError, match=r"`chain_implementation` must be one of \('eager', 'compiled'\)"):
-        tiny_config(chain_implementation="cuda_graphs")
+    with pytest.raises(ValueError, match=r"`chain_implementation` must be one of \('eager', 'compiled', 'cuda_graphs'\)"):
+        tiny_config(chain_implementation="graphs")
