@@ -545,7 +545,8 @@ RANGE_PREFIX = "ran::"
 
 def install_profile_ranges(model) -> tuple[list, list[str]]:
     """Forward pre/post hooks that open and close a `record_function` range per submodule of a `RANModel`, and a
-    wrapper of `ran_hf.modeling_ran.run_chain`. Returns (handles and the unpatch callable, names installed)."""
+    wrapper of `ran_hf.modeling_ran.run_chain` and of a captured chain's replay (`ChainGraph.__call__`). Returns (the
+    unpatch callable, names installed)."""
     import torch
     import ran_hf.modeling_ran as modeling
 
@@ -592,20 +593,26 @@ def install_profile_ranges(model) -> tuple[list, list[str]]:
                 attach_tree(getattr(layer, name), "cell chain")
     if getattr(model, "layers", None):
         installed.append("layers")
-    original = getattr(modeling, "run_chain", None)
-    if original is not None:
-        def run_chain(*args, **kwargs):
-            with torch.profiler.record_function(RANGE_PREFIX + "cell chain"):
-                return original(*args, **kwargs)
+    originals = []  # the chain's entry points: the Python loop, and a replay of a captured chain ("cuda_graphs")
+    for owner, name, label in ((modeling, "run_chain", "run_chain"),
+                               (getattr(modeling, "ChainGraph", None), "__call__", "ChainGraph.__call__")):
+        function = getattr(owner, name, None) if owner is not None else None
+        if function is None:
+            continue
 
-        modeling.run_chain = run_chain
-        installed.append("run_chain")
+        def in_chain_range(*args, _function=function, **kwargs):
+            with torch.profiler.record_function(RANGE_PREFIX + "cell chain"):
+                return _function(*args, **kwargs)
+
+        setattr(owner, name, in_chain_range)
+        originals.append((owner, name, function))
+        installed.append(label)
 
     def remove():
         for handle in handles:
             handle.remove()
-        if original is not None:
-            modeling.run_chain = original
+        for owner, name, function in originals:
+            setattr(owner, name, function)
 
     return remove, installed
 
