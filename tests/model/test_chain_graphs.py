@@ -170,3 +170,39 @@ def test_gradients_accumulated_over_two_backwards_match_eager(captured_chain):
             model(ids, attention_mask=mask).last_hidden_state.square().sum().backward()
         gradients.append({name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None})
     assert_gradients_close(gradients[1], gradients[0], 1e-6)
+
+
+@pytest.mark.skipif(DEVICE.type == "cuda", reason="on CUDA every test above runs the real capture")
+def test_the_real_make_graphed_callables_takes_the_chain_module(captured_chain, monkeypatch):
+    """`torch.cuda.make_graphed_callables` itself (not the stand-in), its CUDA calls replaced by no-ops: a capture
+    runs eagerly and a replay runs nothing, so a replay returns what the capture computed from the same inputs. It
+    checks what passes between ran_hf and torch (the module, its parameters, bool inputs, unused parameters, the
+    bf16 autocast around the layer), not the values of a backward."""
+    import contextlib
+
+    import torch.cuda.graphs
+
+    class NoGraph:
+        def replay(self):
+            pass
+
+    monkeypatch.setattr(torch.cuda, "make_graphed_callables", torch.cuda.graphs.make_graphed_callables)
+    for name, value in (("synchronize", lambda *args: None), ("Stream", lambda *args: None),
+                        ("stream", lambda stream: contextlib.nullcontext()), ("CUDAGraph", NoGraph),
+                        ("graph", lambda graph, pool=None: contextlib.nullcontext())):
+        monkeypatch.setattr(torch.cuda, name, value)
+    monkeypatch.setattr(torch.cuda.graphs, "graph_pool_handle", lambda: None)
+    eager, graphed = twins(RANModel)
+    ids, mask = pad_batch(random_documents([53, 20], seed=3))
+    with torch.autocast(DEVICE.type, dtype=torch.bfloat16):  # the chain turns autocast off, as the function needs
+        graphed(ids, attention_mask=mask)  # the capture
+        out = graphed(ids, attention_mask=mask)  # a replay: the outputs the capture left for these inputs
+        expected = eager(ids, attention_mask=mask).last_hidden_state
+    torch.testing.assert_close(out.last_hidden_state, expected, atol=1e-6, rtol=1e-6)
+    for hidden in (out.last_hidden_state, expected):
+        hidden.float().square().sum().backward()
+    # the same parameters get a gradient (those of the chain through the captured backward)
+    assert [n for n, p in graphed.named_parameters() if p.grad is not None] == [
+        n for n, p in eager.named_parameters() if p.grad is not None]
+    layers = [layer for layer in graphed.modules() if isinstance(layer, modeling.RANLayer)]
+    assert not any(graph.busy() for layer in layers for graph in modeling._CHAIN_GRAPHS[layer].values())
