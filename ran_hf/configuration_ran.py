@@ -84,7 +84,8 @@ class RANConfig(PreTrainedConfig):
               host call each way instead of one per block of 4 windows. A layer captures once per window count,
               rounded up to a multiple of 16 windows (4,096 tokens at window 256), batch size, dtype and grad mode,
               keeping the last 2 captures (each holds the chain's inputs, their gradients and its saved activations
-              in memory of its own); a capture runs the compiled chain 3 times first. Off CUDA and under gradient
+              in memory of its own); a capture runs the compiled chain 3 times first, so batches of one length and
+              size (`padding="max_length"`) let one capture serve a whole training run. Off CUDA and under gradient
               checkpointing the chain runs compiled instead, with a warning; so does, silently, a forward through a
               layer whose previous forward still waits for its backward (the capture's backward reads the
               activations of its last forward) and a forward inside another capture. Not measured on a GPU yet:

@@ -996,6 +996,12 @@ def chain_graph(layer: "RANLayer", inputs: list[torch.Tensor | None]) -> ChainGr
     if graph is None:
         while len(graphs) >= CHAIN_GRAPHS_PER_LAYER:
             graphs.pop(next(iter(graphs)))
+            logger.warning_once(
+                '`chain_implementation="cuda_graphs"` dropped a capture to make room for a new one: every new window '
+                "count (in steps of 16 windows), batch size or grad mode captures again, which takes several "
+                "compiled chain runs. Pad batches to one length and size (`padding=\"max_length\"`, or "
+                "`pad_to_multiple_of` in the data collator) so that one capture serves them all."
+            )
         graph = ChainGraph(layer, inputs)
     graphs[signature] = graph
     return None if graph.busy() else graph

@@ -87,6 +87,17 @@ def test_captured_chain_gives_the_eager_outputs_and_gradients(captured_chain, mo
         assert StaticReplay.captures == 2 * 3
 
 
+def test_a_dropped_capture_warns_how_to_keep_one(captured_chain, monkeypatch, caplog):
+    monkeypatch.setattr(modeling, "CHAIN_GRAPHS_PER_LAYER", 1)
+    modeling.logger.warning_once.cache_clear()
+    _, graphed = twins(RANModel)
+    with caplog.at_level("WARNING"), torch.no_grad():
+        for lengths in ([53, 20], [20, 5]):  # 8 windows, then 4
+            graphed.eval()(*pad_batch(random_documents(lengths, seed=3)))
+    assert "dropped a capture to make room for a new one" in caplog.text and "max_length" in caplog.text
+    assert captures(graphed) == 3
+
+
 def test_a_second_forward_before_the_first_backward_runs_the_compiled_chain(captured_chain):
     """Two forwards, then one backward of both: a replay between a forward and its backward would leave that
     backward reading the second call's activations (with `StaticReplay` as with a CUDA graph)."""
