@@ -92,6 +92,54 @@ def readme_block(marker: str, language: str = "python") -> str:
     assert match, f"README.md lost its `<!-- {marker} -->` code block"
     return match.group(1)
 
+def use_aot_eager_chain(monkeypatch, block_size: int = 2):
+    """`chain_implementation="compiled"` traced by Dynamo and AOTAutograd but run by eager kernels
+    (`backend="aot_eager"`): the same graphs as inductor's, without the kernel compile time and with eager's
+    numerics, in blocks of `block_size` windows (tiny documents of 3 to 6 windows then go through both the block
+    graph and the one-window graph). Call `torch._dynamo.reset()` after the test."""
+    import torch._dynamo
+
+    import ran_hf.modeling_ran as modeling
+
+    torch._dynamo.reset()
+    one = torch.compile(modeling.RANLayer._chain_window, fullgraph=True, backend="aot_eager")
+    block = torch.compile(modeling.RANLayer._chain_windows, fullgraph=True, backend="aot_eager")
+    monkeypatch.setattr(modeling, "compiled_chain_window", lambda: one)
+    monkeypatch.setattr(modeling, "compiled_chain_windows", lambda: block)
+    monkeypatch.setattr(modeling, "COMPILED_CHAIN_BLOCK", block_size)
+
+
+def chain_twins(model_class, chain: str, seed=0, **overrides):
+    """An eager model and a copy whose cell chain runs as `chain` (`config.chain_implementation`), same weights,
+    training mode, on the test device."""
+    import copy
+
+    torch.manual_seed(seed)
+    eager = randomize(model_class(tiny_config(num_hidden_layers=3, **overrides)), seed=seed).to(DEVICE).train()
+    other = copy.deepcopy(eager)
+    other.config.chain_implementation = chain
+    return eager, other
+
+
+def loss_and_gradients(model, ids, mask):
+    """A loss over every real token's output (or the logits), its backward, and (outputs, gradients by name)."""
+    model.zero_grad(set_to_none=True)
+    out = model(ids, attention_mask=mask)
+    logits = out.logits if hasattr(out, "logits") else out.last_hidden_state
+    loss = (logits.float().square() * mask[..., None]).sum() if logits.dim() == 3 else logits.square().sum()
+    loss.backward()
+    return logits.detach(), {name: p.grad for name, p in model.named_parameters() if p.grad is not None}
+
+
+def assert_gradients_close(got: dict, expected: dict, relative: float):
+    """Every parameter's gradient within `relative` of eager's, in norm (`||got - expected|| / ||expected||`): a
+    compiled graph sums a gradient in another order, which moves its small elements by more than an elementwise
+    tolerance allows and the gradient as a whole by float32 rounding only."""
+    assert got.keys() == expected.keys()
+    for name, grad in expected.items():
+        assert (got[name] - grad).norm() <= relative * grad.norm() + 1e-12, name
+
+
 @pytest.fixture
 def device():
     """The model tests' device (`RAN_TEST_DEVICE`, default cpu)."""

@@ -6,7 +6,7 @@ On a CPU, `torch.cuda.make_graphed_callables` is replaced by `benchmarks.static_
 its documented contract without CUDA (static inputs and outputs; the backward reads what the last forward left).
 With `RAN_TEST_DEVICE=cuda` the real function captures."""
 
-import copy
+import functools
 
 import pytest
 import torch
@@ -14,7 +14,8 @@ import torch
 import ran_hf.modeling_ran as modeling
 from benchmarks.static_replay import StaticReplay
 from ran_hf import RANForCausalLM, RANForSequenceClassification, RANModel
-from conftest import DEVICE, pad_batch, random_documents, randomize, tiny_config
+from conftest import (DEVICE, assert_gradients_close, chain_twins, loss_and_gradients, pad_batch, random_documents,
+                      tiny_config, use_aot_eager_chain)
 
 
 pytestmark = pytest.mark.skipif(not hasattr(torch, "compile"), reason="torch.compile is unavailable")
@@ -22,16 +23,9 @@ pytestmark = pytest.mark.skipif(not hasattr(torch, "compile"), reason="torch.com
 
 @pytest.fixture
 def captured_chain(monkeypatch, one_thread):
-    """The compiled chain by Dynamo and AOTAutograd with eager kernels (`aot_eager`), blocks of 2 windows, captures
-    padded to multiples of 4 windows and kept 2 per layer; on a CPU, captures by `StaticReplay`."""
-    import torch._dynamo
-
-    torch._dynamo.reset()
-    one = torch.compile(modeling.RANLayer._chain_window, fullgraph=True, backend="aot_eager")
-    block = torch.compile(modeling.RANLayer._chain_windows, fullgraph=True, backend="aot_eager")
-    monkeypatch.setattr(modeling, "compiled_chain_window", lambda: one)
-    monkeypatch.setattr(modeling, "compiled_chain_windows", lambda: block)
-    monkeypatch.setattr(modeling, "COMPILED_CHAIN_BLOCK", 2)
+    """The compiled chain run by eager kernels in blocks of 2 windows (`use_aot_eager_chain`), captures padded to
+    multiples of 4 windows and kept 2 per layer; on a CPU, captures by `StaticReplay`."""
+    use_aot_eager_chain(monkeypatch)
     monkeypatch.setattr(modeling, "CHAIN_GRAPH_WINDOWS", 4)
     if DEVICE.type != "cuda":
         monkeypatch.setattr(torch.cuda, "make_graphed_callables", StaticReplay)
@@ -41,28 +35,7 @@ def captured_chain(monkeypatch, one_thread):
     torch._dynamo.reset()
 
 
-def twins(model_class, seed=0, **overrides):
-    """An eager model and a copy whose chain is captured, same weights, training mode, on the test device."""
-    torch.manual_seed(seed)
-    eager = randomize(model_class(tiny_config(num_hidden_layers=3, **overrides)), seed=seed).to(DEVICE).train()
-    graphed = copy.deepcopy(eager)
-    graphed.config.chain_implementation = "cuda_graphs"
-    return eager, graphed
-
-
-def loss_and_gradients(model, ids, mask):
-    model.zero_grad(set_to_none=True)
-    out = model(ids, attention_mask=mask)
-    logits = out.logits if hasattr(out, "logits") else out.last_hidden_state
-    loss = (logits.float().square() * mask[..., None]).sum() if logits.dim() == 3 else logits.square().sum()
-    loss.backward()
-    return logits.detach(), {name: p.grad for name, p in model.named_parameters() if p.grad is not None}
-
-
-def assert_gradients_close(got: dict, expected: dict, relative: float):
-    assert got.keys() == expected.keys()
-    for name, grad in expected.items():
-        assert (got[name] - grad).norm() <= relative * grad.norm() + 1e-12, name
+twins = functools.partial(chain_twins, chain="cuda_graphs")
 
 
 def captures(model) -> int:

@@ -2,14 +2,15 @@
 outputs and gradients (bidirectional with padding, causal, checkpointed), compiles one graph for every layer, and
 leaves the eager default alone."""
 
-import copy
+import functools
 
 import pytest
 import torch
 
 import ran_hf.modeling_ran as modeling
 from ran_hf import RANForCausalLM, RANForSequenceClassification, RANModel
-from conftest import DEVICE, pad_batch, random_documents, randomize, tiny_config
+from conftest import (DEVICE, assert_gradients_close, chain_twins, loss_and_gradients, pad_batch, random_documents,
+                      randomize, tiny_config, use_aot_eager_chain)
 
 
 pytestmark = pytest.mark.skipif(not hasattr(torch, "compile"), reason="torch.compile is unavailable")
@@ -17,48 +18,17 @@ pytestmark = pytest.mark.skipif(not hasattr(torch, "compile"), reason="torch.com
 
 @pytest.fixture
 def aot_eager_chain(monkeypatch):
-    """The compiled chain traced by Dynamo and AOTAutograd but run by eager kernels (`backend="aot_eager"`): the
-    same graphs as inductor's, without the kernel compile time and with eager's numerics. Blocks of 2 windows, so
-    that the tiny documents (3 to 6 windows) go through both the block graph and the one-window graph."""
-    import torch._dynamo
+    """The compiled chain run by eager kernels, in blocks of 2 windows (`use_aot_eager_chain`); yields Dynamo's
+    counters."""
     from torch._dynamo.utils import counters
 
-    torch._dynamo.reset()
+    use_aot_eager_chain(monkeypatch)
     counters.clear()
-    one = torch.compile(modeling.RANLayer._chain_window, fullgraph=True, backend="aot_eager")
-    block = torch.compile(modeling.RANLayer._chain_windows, fullgraph=True, backend="aot_eager")
-    monkeypatch.setattr(modeling, "compiled_chain_window", lambda: one)
-    monkeypatch.setattr(modeling, "compiled_chain_windows", lambda: block)
-    monkeypatch.setattr(modeling, "COMPILED_CHAIN_BLOCK", 2)
     yield counters
     torch._dynamo.reset()
 
 
-def twins(model_class, seed=0, **overrides):
-    """An eager model and a copy with the compiled chain, same weights, training mode, on the test device."""
-    torch.manual_seed(seed)
-    eager = randomize(model_class(tiny_config(num_hidden_layers=3, **overrides)), seed=seed).to(DEVICE).train()
-    compiled = copy.deepcopy(eager)
-    compiled.config.chain_implementation = "compiled"
-    return eager, compiled
-
-
-def loss_and_gradients(model, ids, mask):
-    model.zero_grad(set_to_none=True)
-    out = model(ids, attention_mask=mask)
-    logits = out.logits if hasattr(out, "logits") else out.last_hidden_state
-    loss = (logits.float().square() * mask[..., None]).sum() if logits.dim() == 3 else logits.square().sum()
-    loss.backward()
-    return logits.detach(), {name: p.grad for name, p in model.named_parameters() if p.grad is not None}
-
-
-def assert_gradients_close(got: dict, expected: dict, relative: float):
-    """Every parameter's gradient within `relative` of eager's, in norm (`||got - expected|| / ||expected||`): a
-    compiled graph sums a gradient in another order, which moves its small elements by more than an elementwise
-    tolerance allows and the gradient as a whole by float32 rounding only."""
-    assert got.keys() == expected.keys()
-    for name, grad in expected.items():
-        assert (got[name] - grad).norm() <= relative * grad.norm() + 1e-12, name
+twins = functools.partial(chain_twins, chain="compiled")
 
 
 def padded_batch():
