@@ -86,6 +86,13 @@ def _stack(tensors: list[torch.Tensor], dim: int) -> torch.Tensor:
     return torch.stack(tensors, dim) if len(tensors) > 1 else tensors[0].unsqueeze(dim)
 
 
+def _row_major(x: torch.Tensor) -> torch.Tensor:
+    """A copy with fresh row-major strides. The compiled chain's inputs go through this: a window's (or a block's)
+    strides then do not depend on the number of windows (a new stride recompiles the step; `contiguous()` would
+    keep a size-1 axis's stride)."""
+    return x.clone(memory_format=torch.contiguous_format)
+
+
 def _autocast_disabled(device_type: str):
     """A context with autocast off on `device_type`, or a no-op context where it is not on."""
     if torch.is_autocast_enabled(device_type):
@@ -802,13 +809,11 @@ class RANLayer(GradientCheckpointingLayer):
         if self.config.chain_implementation != "eager" and not is_compiling():
             step = self._compiled_chain_window
             blocks = dict(block_step=self._compiled_chain_windows, block_size=COMPILED_CHAIN_BLOCK)
-            # windows first, copied to fresh row-major strides: a window's (or a block's) strides then do not
-            # depend on the number of windows (a new stride recompiles the step; `contiguous()` would keep a
-            # size-1 batch axis's stride)
-            windows = [_cat(keys, 1).transpose(0, 1), _cat(values, 1).transpose(0, 1), *per_window]
-            windows = [t.clone(memory_format=torch.contiguous_format) if t is not None else None for t in windows]
-            if self.config.chain_implementation == "cuda_graphs":
+            windows = [_cat(keys, 1).transpose(0, 1), _cat(values, 1).transpose(0, 1), *per_window]  # windows first
+            if self.config.chain_implementation == "cuda_graphs":  # copied into the capture's own buffers
                 graphed = self._chain_graphed(carry, windows, num_steps)
+            if graphed is None:
+                windows = [_row_major(t) if t is not None else None for t in windows]
         else:
             windows = [[k for chunk in keys for k in chunk.unbind(1)],
                        [v for chunk in values for v in chunk.unbind(1)], *per_window]
@@ -960,7 +965,7 @@ class ChainGraph:
     parameter's `.grad`) holds."""
 
     def __init__(self, layer: "RANLayer", inputs: list[torch.Tensor | None]):
-        tensors = [t.detach().clone().requires_grad_(t.requires_grad) for t in inputs if t is not None]
+        tensors = [_row_major(t.detach()).requires_grad_(t.requires_grad) for t in inputs if t is not None]
         module = ChainGraphModule(layer, tuple(t is not None for t in inputs[2:]))
         self.replay = torch.cuda.make_graphed_callables(module, tuple(tensors), allow_unused_input=True)
         self.pending = None  # weak reference to the autograd node of a replay whose backward has not run
