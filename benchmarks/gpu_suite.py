@@ -543,6 +543,26 @@ PROFILE_CATEGORIES = ("embedding", "projections", "cell chain", "window attentio
 RANGE_PREFIX = "ran::"
 
 
+def wrap_chain_entry_points(modeling, wrap) -> tuple:
+    """Replace the cell chain's entry points in `modeling` (`run_chain`, the Python loop, and `ChainGraph.__call__`,
+    a replay of a captured chain) by `wrap(function)`. Returns the callable that puts them back and the names of
+    those replaced (an entry point this checkout lacks is left out)."""
+    originals, names = [], []
+    for owner, name, label in ((modeling, "run_chain", "run_chain"),
+                               (getattr(modeling, "ChainGraph", None), "__call__", "ChainGraph.__call__")):
+        function = getattr(owner, name, None) if owner is not None else None
+        if function is not None:
+            setattr(owner, name, wrap(function))
+            originals.append((owner, name, function))
+            names.append(label)
+
+    def restore():
+        for owner, name, function in originals:
+            setattr(owner, name, function)
+
+    return restore, names
+
+
 def install_profile_ranges(model) -> tuple[list, list[str]]:
     """Forward pre/post hooks that open and close a `record_function` range per submodule of a `RANModel`, and a
     wrapper of `ran_hf.modeling_ran.run_chain` and of a captured chain's replay (`ChainGraph.__call__`). Returns (the
@@ -593,26 +613,19 @@ def install_profile_ranges(model) -> tuple[list, list[str]]:
                 attach_tree(getattr(layer, name), "cell chain")
     if getattr(model, "layers", None):
         installed.append("layers")
-    originals = []  # the chain's entry points: the Python loop, and a replay of a captured chain ("cuda_graphs")
-    for owner, name, label in ((modeling, "run_chain", "run_chain"),
-                               (getattr(modeling, "ChainGraph", None), "__call__", "ChainGraph.__call__")):
-        function = getattr(owner, name, None) if owner is not None else None
-        if function is None:
-            continue
-
-        def in_chain_range(*args, _function=function, **kwargs):
+    def in_chain_range(function):
+        def wrapper(*args, **kwargs):
             with torch.profiler.record_function(RANGE_PREFIX + "cell chain"):
-                return _function(*args, **kwargs)
+                return function(*args, **kwargs)
+        return wrapper
 
-        setattr(owner, name, in_chain_range)
-        originals.append((owner, name, function))
-        installed.append(label)
+    restore_chain, names = wrap_chain_entry_points(modeling, in_chain_range)
+    installed += names
 
     def remove():
         for handle in handles:
             handle.remove()
-        for owner, name, function in originals:
-            setattr(owner, name, function)
+        restore_chain()
 
     return remove, installed
 
@@ -751,10 +764,8 @@ def time_chain_in_forward(torch, spec: dict, model, ids) -> dict:
     def seconds(start, end):
         return start.elapsed_time(end) / 1000 if device == "cuda" else end - start
 
-    marks, originals = [], [(modeling, "run_chain"), (modeling.ChainGraph, "__call__")]
-    originals = [(owner, name, getattr(owner, name)) for owner, name in originals]
-
-    depth = [0]  # only the outermost call is timed (a capture runs `run_chain` inside `ChainGraph.__call__` on CPU)
+    # only the outermost call is timed (the CPU stand-in of a capture runs `run_chain` inside `ChainGraph.__call__`)
+    marks, depth = [], [0]
 
     def timed(function):
         def wrapper(*args, **kwargs):
@@ -768,8 +779,7 @@ def time_chain_in_forward(torch, spec: dict, model, ids) -> dict:
                     marks.append((begin, mark()))
         return wrapper
 
-    for owner, name, function in originals:
-        setattr(owner, name, timed(function))
+    restore_chain, _ = wrap_chain_entry_points(modeling, timed)
     try:
         _sync(torch, device)()
         _new_step(torch)
@@ -779,8 +789,7 @@ def time_chain_in_forward(torch, spec: dict, model, ids) -> dict:
         end = mark()
         _sync(torch, device)()
     finally:
-        for owner, name, function in originals:
-            setattr(owner, name, function)
+        restore_chain()
     del out
     total = seconds(start, end)
     chain = sum(seconds(a, b) for a, b in marks)
