@@ -50,7 +50,7 @@ from transformers import (
     set_seed,
 )
 
-from run_scripts.helpers.data_files import check_file, open_text
+from run_scripts.helpers.data_files import check_file, named_decode_errors, open_text
 from run_scripts.helpers.model_args import RANModelArguments, build_model, parameter_learning_rates
 from run_scripts.helpers.reports import (
     command_line,
@@ -164,7 +164,7 @@ def _conll_documents(path, arg_name: str, label_column: int, allow_untagged: boo
         documents.append((doc_start, sentences))
         sentences, doc_start = [], next_start
 
-    with open_text(path) as f:
+    with open_text(path) as f, named_decode_errors(path, f"--{arg_name} '{path}'"):
         for number, raw in enumerate(f, start=1):
             line = raw.strip()
             if line.startswith("-DOCSTART-"):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import datasets
 
-from .data_files import open_text
+from .data_files import named_decode_errors, open_text
 
 
 logger = logging.getLogger("run_scripts")
@@ -55,7 +55,7 @@ def iter_documents(shards: Sequence[str | Path], text_column: str = "text", spli
     without that field counts as training text (`split == "train"`), so a corpus with a held-out split and a plain
     one (e.g. `gutenberg-more/` and `gutenberg/`) can be read together. Empty documents are skipped."""
     for shard in shards:
-        with open_text(Path(shard)) as f:
+        with open_text(Path(shard)) as f, named_decode_errors(Path(shard), f"'{shard}'"):
             for number, line in enumerate(f, start=1):
                 if not line.strip():
                     continue

@@ -5,6 +5,7 @@ the file, the line and the fix."""
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import json
@@ -53,9 +54,56 @@ def file_format(path: Path) -> str:
 
 
 def open_text(path: Path) -> io.TextIOBase:
+    """`path` opened for reading as UTF-8 text (decompressed when it ends in .gz). Read it inside
+    `named_decode_errors` so that bytes that are not UTF-8 are an error naming the file and the line."""
     if path.suffix.lower() == ".gz":
         return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8")
     return open(path, encoding="utf-8", newline="")
+
+
+def first_undecodable_line(path: Path) -> tuple[int, int, int] | None:
+    """(line number, column, byte value) of the first byte of `path` (decompressed when it ends in .gz) that is not
+    UTF-8, all 1-based but the byte; None when the whole file is UTF-8."""
+    opener = gzip.open if path.suffix.lower() == ".gz" else open
+    with opener(path, "rb") as f:
+        for number, raw in enumerate(f, start=1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                return number, err.start + 1, raw[err.start]
+    return None
+
+
+def bad_encoding_error(path: Path, source: str) -> ValueError | None:
+    """A ValueError naming `source` (e.g. `--train_file 'x.jsonl'`), the line and column of the first byte of
+    `path` that is not UTF-8, and the command that re-encodes the file; None when the file is UTF-8."""
+    found = first_undecodable_line(path)
+    if found is None:
+        return None
+    number, column, byte = found
+    stem, _, suffixes = path.name.partition(".")
+    fixed = path.with_name(f"{stem}.utf8.{suffixes}" if suffixes else f"{stem}.utf8")
+    if path.suffix.lower() == ".gz":
+        command = f"zcat '{path}' | iconv -f latin1 -t utf-8 | gzip > '{fixed}'"
+    else:
+        command = f"iconv -f latin1 -t utf-8 '{path}' > '{fixed}'"
+    return ValueError(
+        f"{source}, line {number}: byte 0x{byte:02x} at column {column} is not UTF-8; the scripts read UTF-8 text. "
+        f"Re-encode the file, e.g. from Latin-1 (for another encoding, name it after -f; `iconv -l` lists them): "
+        f"{command}")
+
+
+@contextlib.contextmanager
+def named_decode_errors(path: Path, source: str):
+    """Within the block, a `UnicodeDecodeError` from reading `path` becomes `bad_encoding_error`'s ValueError,
+    which names `source`, the line and the fix."""
+    try:
+        yield
+    except UnicodeDecodeError:
+        error = bad_encoding_error(path, source)
+        if error is None:
+            raise
+        raise error from None
 
 
 def split_columns(names: str) -> list[str]:
@@ -78,6 +126,9 @@ def load_file(path: Path, arg_name: str = "train_file") -> datasets.Dataset:
     try:
         return datasets.load_dataset(fmt, data_files=str(path), split="train", **kwargs)
     except Exception as err:  # datasets wraps parse errors; name the first bad line instead
+        encoding_error = bad_encoding_error(path, f"--{arg_name} '{path}'")
+        if encoding_error is not None:
+            raise encoding_error from None
         if fmt == "json":
             _raise_on_bad_json(path, arg_name)
         if isinstance(err, StopIteration) or "EmptyDataError" in repr(err) or "No columns" in str(err):
@@ -104,17 +155,18 @@ def _raise_on_bad_json(path: Path, arg_name: str) -> None:
                                  f"object per line (jsonl).") from None
 
 
-def _line_numbers(path: Path, count: int) -> list[int]:
+def _line_numbers(path: Path, count: int, source: str) -> list[int]:
     """The file line of each record: jsonl skips blank lines, a JSON array counts items, csv rows start at line 2
     (after the header; a quoted field spanning lines shifts the numbers of the rows after it)."""
     fmt = file_format(path)
     if fmt == "csv":
         return list(range(2, count + 2))
-    with open_text(path) as f:
+    with open_text(path) as f, named_decode_errors(path, source):
         first = f.read(1)
         while first and first.isspace():
             first = f.read(1)
         if first == "[":
+            f.read()  # (a byte that is not UTF-8, which datasets' reader may have let through, fails here too)
             return list(range(1, count + 1))
         f.seek(0)
         numbers = [number for number, line in enumerate(f, start=1) if line.strip()]
@@ -183,7 +235,7 @@ def read_records(path: Path, fields: Sequence[str], arg_name: str = "train_file"
                 f"{extra or text_fields} are needed. Use a .jsonl or .csv file with the fields {wanted}."
             )
         records = []
-        with open_text(path) as f:
+        with open_text(path) as f, named_decode_errors(path, f"--{arg_name} '{path}'"):
             for number, line in enumerate(f, start=1):
                 line = line.rstrip("\r\n")
                 if line.strip():
@@ -193,7 +245,7 @@ def read_records(path: Path, fields: Sequence[str], arg_name: str = "train_file"
         return records
     dataset = load_file(path, arg_name)
     return dataset_records(dataset, fields, f"--{arg_name} '{path}'", text_field, skip_empty, optional_fields,
-                           lines=_line_numbers(path, len(dataset)))
+                           lines=_line_numbers(path, len(dataset), f"--{arg_name} '{path}'"))
 
 
 def dataset_records(dataset: datasets.Dataset, fields: Sequence[str], source: str,
