@@ -338,7 +338,7 @@ def resolve_labels(splits: dict, sources: dict, dataset, data_args, model_args) 
     them. Returns (multi_label, the labels in id order, split -> label keys)."""
     label_col = data_args.label_column_name
     class_names = parse_class_names(data_args.class_names)
-    parsed = {split: parse_labels(records, label_col, source, arg)
+    parsed = {split: parse_labels(records, label_col, source, arg, class_names)
               for split, (arg, source, records) in splits.items() if label_col in records[0]}
     if "train" in parsed:
         multi, keys = parsed["train"]

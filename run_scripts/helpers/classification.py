@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 
 import numpy as np
 import torch
@@ -41,8 +42,10 @@ def _label_key(value, path, line, arg_name) -> str:
                      f"of them (multi-label).")
 
 
-def parse_labels(records, label_field, path, arg_name) -> tuple[bool, list]:
-    """(multi_label, per-record label keys: a str, or a list of str for multi-label)."""
+def parse_labels(records, label_field, path, arg_name,
+                 class_names: dict[str, str] | None = None) -> tuple[bool, list]:
+    """(multi_label, per-record label keys: a str, or a list of str for multi-label). Labels of different types in
+    one file (`check_label_types`) are an error unless `class_names` (`--class_names`) names every one."""
     kinds = {isinstance(r[label_field], (list, tuple)) for r in records}
     if len(kinds) > 1:
         first_list = next(r["_line"] for r in records if isinstance(r[label_field], (list, tuple)))
@@ -57,7 +60,45 @@ def parse_labels(records, label_field, path, arg_name) -> tuple[bool, list]:
             keys.append(sorted({_label_key(v, path, r["_line"], arg_name) for v in value}))
         else:
             keys.append(_label_key(value, path, r["_line"], arg_name))
+    check_label_types(records, label_field, multi, keys, f"--{arg_name} '{path}'", class_names)
     return multi, keys
+
+
+def label_type(value) -> str:
+    """What kind of label `value` is, as the file wrote it: "boolean", "integer" (an int, or a float that is one),
+    "integer as text" (a string of digits, as "1") or "text"."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "integer"
+    if isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value):
+        return "integer as text"
+    return "text"
+
+
+def check_label_types(records, label_field, multi: bool, keys: list, source: str,
+                      class_names: dict[str, str] | None = None) -> None:
+    """A ValueError naming the types and their first lines when the labels of one file are of different types
+    (`label_type`): `yes`, `1` and `0` would be three classes, the string "1" and the integer 1 one, and neither is
+    likely what the file means. Accepted when `class_names` names every label value (as text, so "1" and 1 are
+    both named by `1=...`): the classes are then the ones named."""
+    found: dict[str, list] = {}
+    for r in records:
+        for value in (r[label_field] if multi else [r[label_field]]):
+            found.setdefault(label_type(value), []).append((r["_line"], value))
+    if len(found) < 2:
+        return
+    values = {k for key in keys for k in (key if multi else [key])}
+    if class_names and values <= set(class_names):
+        return
+    detail = "; ".join(
+        f"{kind} on line(s) {', '.join(str(line) for line, _ in rows[:5])}{', ...' if len(rows) > 5 else ''} "
+        f"(e.g. {rows[0][1]!r})" for kind, rows in found.items())
+    raise ValueError(
+        f"{source}: the labels in field {label_field!r} are of different types: {detail}. Mixed types make classes "
+        f"the file likely does not mean (the string \"1\" and the integer 1 are one class, \"yes\" and 1 two). Write "
+        f"every label the same way, or name every label value with --class_names (e.g. '0=no,1=yes'; \"1\" and 1 "
+        f"are then both the class named by 1=...).")
 
 
 def sort_labels(keys) -> list[str]:

@@ -155,22 +155,28 @@ def _raise_on_bad_json(path: Path, arg_name: str) -> None:
                                  f"object per line (jsonl).") from None
 
 
-def _line_numbers(path: Path, count: int, source: str) -> list[int]:
-    """The file line of each record: jsonl skips blank lines, a JSON array counts items, csv rows start at line 2
-    (after the header; a quoted field spanning lines shifts the numbers of the rows after it)."""
-    fmt = file_format(path)
-    if fmt == "csv":
-        return list(range(2, count + 2))
+def _json_rows(path: Path, count: int, names: Sequence[str], source: str) -> tuple[list[int], list[dict] | None]:
+    """The file line of each of the `count` records of a JSON file (jsonl: its line, blank lines skipped; a JSON
+    array: the item number) and the values of its fields `names` as the file writes them: `datasets` reads a column
+    that mixes strings and numbers through pandas, which turns "1" into 1. Lines 1 to `count` and no values where
+    the file does not parse into `count` records here."""
     with open_text(path) as f, named_decode_errors(path, source):
         first = f.read(1)
         while first and first.isspace():
             first = f.read(1)
-        if first == "[":
-            f.read()  # (a byte that is not UTF-8, which datasets' reader may have let through, fails here too)
-            return list(range(1, count + 1))
         f.seek(0)
-        numbers = [number for number, line in enumerate(f, start=1) if line.strip()]
-    return numbers if len(numbers) == count else list(range(1, count + 1))
+        try:
+            if first == "[":
+                numbered = list(enumerate(json.load(f), start=1))
+            else:
+                numbered = [(number, json.loads(line)) for number, line in enumerate(f, start=1) if line.strip()]
+        except ValueError:  # (json.JSONDecodeError) what datasets read but json does not: no values
+            numbered = []
+    if len(numbered) != count:
+        return list(range(1, count + 1)), None
+    values = [{name: item[name] for name in names if name in item} if isinstance(item, dict) else {}
+              for _, item in numbered]
+    return [number for number, _ in numbered], values
 
 
 def load_dataset_splits(name: str, config_name: str | None = None, arg_name: str = "dataset_name"):
@@ -243,17 +249,24 @@ def read_records(path: Path, fields: Sequence[str], arg_name: str = "train_file"
         if not records:
             raise ValueError(f"--{arg_name} '{path}': the file holds no text.")
         return records
-    dataset = load_file(path, arg_name)
-    return dataset_records(dataset, fields, f"--{arg_name} '{path}'", text_field, skip_empty, optional_fields,
-                           lines=_line_numbers(path, len(dataset), f"--{arg_name} '{path}'"))
+    dataset, source = load_file(path, arg_name), f"--{arg_name} '{path}'"
+    if fmt == "csv":  # rows start at line 2, after the header (a quoted field spanning lines shifts the rows after it)
+        lines, values = list(range(2, len(dataset) + 2)), None
+    else:
+        lines, values = _json_rows(path, len(dataset), [n for n in [*fields, *optional_fields] if n not in text_fields],
+                                   source)
+    return dataset_records(dataset, fields, source, text_field, skip_empty, optional_fields, lines=lines,
+                           values=values)
 
 
 def dataset_records(dataset: datasets.Dataset, fields: Sequence[str], source: str,
                     text_field: str | Sequence[str] | None = None, skip_empty: bool = False,
-                    optional_fields: Sequence[str] = (), lines: Sequence[int] | None = None) -> list[dict]:
+                    optional_fields: Sequence[str] = (), lines: Sequence[int] | None = None,
+                    values: Sequence[dict] | None = None) -> list[dict]:
     """The records of a `datasets.Dataset` as dicts holding `fields` (a `ClassLabel` value as its name; its -1, "no
     label", as a missing value), `_line` (`lines`, or the 1-based row number) and, with `text_field`, `_text`.
-    `source` names the data in errors (`--train_file 'x.jsonl'`).
+    `values` (one dict per row) replace the dataset's values of the fields they hold: the values as the file wrote
+    them. `source` names the data in errors (`--train_file 'x.jsonl'`).
 
     Errors (ValueError) name the source, the line and the fix: a missing field (absent or null), a text that is not
     a string, an optional field present in some records only. An empty document (its text empty or only
@@ -272,8 +285,11 @@ def dataset_records(dataset: datasets.Dataset, fields: Sequence[str], source: st
     optional = [name for name in optional_fields if name not in fields and name in dataset.column_names]
     class_names = {name: feature.names for name, feature in dataset.features.items()
                    if isinstance(feature, datasets.ClassLabel)}
+    items = dataset.select_columns([*fields, *optional]).to_list()
+    for item, written in zip(items, values or []):
+        item.update({name: value for name, value in written.items() if name in item})
     records = [_record(item, number, fields, optional, text_fields, class_names, source)
-               for number, item in zip(lines, dataset.select_columns([*fields, *optional]).to_list())]
+               for number, item in zip(lines, items)]
     for name in optional:
         having = [r["_line"] for r in records if name in r]
         if having and len(having) < len(records):

@@ -1,15 +1,20 @@
 # Copyright 2026 The ran_hf authors. Licensed under the Apache License, Version 2.0.
-"""The label, validation-split and test-scoring helpers both classification scripts share."""
+"""The label, validation-split and test-scoring helpers both classification scripts share, and labels of mixed
+types in one file."""
+
+import json
 
 import numpy as np
 import pytest
 
 from run_scripts.helpers.classification import (
     check_split_labels,
+    parse_labels,
     score_test_split,
     training_label_names,
     validation_indices,
 )
+from run_scripts.helpers.data_files import read_records
 
 
 def test_validation_split_is_stratified_disjoint_and_seeded():
@@ -68,3 +73,50 @@ def test_test_scores_split_by_length_and_beside_the_majority_class():
                            "RAN, the 2 documents of > 512 tokens", "majority class of the training labels ('yes')"]
     _, table = score_test_split(y_true, y_pred, lengths, None, False, ["no", "yes"], "RAN")
     assert "majority class of the test labels (no training split) ('yes')" in table
+
+
+def labelled_file(path, rows):
+    """A jsonl file of `{"text", "label"}` rows as written (labels keep their JSON types), or a csv of them."""
+    if path.suffix == ".csv":
+        path.write_text("text,label\n" + "".join(f"doc {i},{label}\n" for i, label in enumerate(rows)))
+    else:
+        path.write_text("".join(json.dumps({"text": f"doc {i}", "label": label}) + "\n" for i, label in enumerate(rows)))
+    return path
+
+
+@pytest.mark.parametrize("name, labels, match", [
+    ("merge.jsonl", ["1", 1, 0, 0], r"integer as text on line\(s\) 1 \(e.g. '1'\); integer on line\(s\) 2, 3, 4"),
+    ("three.jsonl", ["yes", 1, 0], r"text on line\(s\) 1 \(e.g. 'yes'\); integer on line\(s\) 2, 3"),
+    ("three.csv", ["yes", 1, 0, 1], r"text on line\(s\) 2 \(e.g. 'yes'\); integer as text on line\(s\) 3, 4, 5"),
+])
+def test_labels_of_different_types_are_an_error_naming_the_types_and_lines(tmp_path, name, labels, match):
+    path = labelled_file(tmp_path / name, labels)
+    records = read_records(path, ["label"], "train_file", text_field="text")
+    with pytest.raises(ValueError, match=rf"--train_file '.*{name}': the labels in field 'label' are of different "
+                                         rf"types: {match}.*--class_names"):
+        parse_labels(records, "label", str(path), "train_file")
+
+
+def test_labels_of_different_types_are_accepted_when_the_class_names_name_every_value(tmp_path):
+    path = labelled_file(tmp_path / "merge.jsonl", ["1", 1, 0, 0])
+    records = read_records(path, ["label"], "train_file", text_field="text")
+    names = {"0": "negative", "1": "positive"}
+    multi, keys = parse_labels(records, "label", str(path), "train_file", names)
+    assert keys == ["1", "1", "0", "0"] and training_label_names(multi, keys, "train_file", str(path), names) == [
+        "negative", "positive"]
+    with pytest.raises(ValueError, match="different types"):  # a value the names leave out: still an error
+        parse_labels(read_records(labelled_file(tmp_path / "three.jsonl", ["yes", 1, 0]), ["label"],
+                                  text_field="text"), "label", "three.jsonl", "train_file", names)
+    uniform = labelled_file(tmp_path / "uniform.jsonl", ["1", "0", "10"])  # one type: as before
+    assert parse_labels(read_records(uniform, ["label"], text_field="text"), "label", "u", "train_file")[1] == [
+        "1", "0", "10"]
+
+
+@pytest.mark.usefixtures("restore_script_globals")
+def test_run_classification_refuses_mixed_labels_before_training(tmp_path):
+    from run_scripts import run_classification
+
+    path = labelled_file(tmp_path / "train.jsonl", ["1", 1, 0, 0, 1, 0])
+    with pytest.raises(ValueError, match=r"train\.jsonl': the labels in field 'label' are of different types"):
+        run_classification.main(["--train_file", str(path), "--output_dir", str(tmp_path / "o"), "--use_cpu",
+                                 "--report_to", "none"])
