@@ -102,6 +102,7 @@ from run_scripts.helpers.data_files import (
     read_records,
     split_columns,
 )
+from run_scripts.helpers.dependencies import require_modules
 from run_scripts.helpers.model_args import RANModelArguments, build_model, parameter_learning_rates
 from run_scripts.helpers.recipes import RECIPES, Recipe, select_recipe
 from run_scripts.helpers.reports import (
@@ -457,6 +458,7 @@ def predict_test(trainer: RANTrainer, tokenized: dict, test_split: tuple, label_
 
 
 def main(argv: list[str] | None = None) -> dict:
+    require_modules("run_classification.py", "sklearn")
     argv = list(sys.argv[1:] if argv is None else argv)
     model_args, data_args, training_args, recipe = parse_job_arguments(argv)
     started = time.time()

@@ -40,7 +40,6 @@ from dataclasses import dataclass, field
 import datasets
 import numpy as np
 import torch
-from seqeval.metrics import accuracy_score, classification_report, f1_score, precision_score, recall_score
 from transformers import (
     AutoConfig,
     AutoModelForTokenClassification,
@@ -51,6 +50,7 @@ from transformers import (
 )
 
 from run_scripts.helpers.data_files import check_file, named_decode_errors, open_text
+from run_scripts.helpers.dependencies import script_dependencies
 from run_scripts.helpers.model_args import RANModelArguments, build_model, parameter_learning_rates
 from run_scripts.helpers.reports import (
     command_line,
@@ -76,6 +76,9 @@ from run_scripts.helpers.trainer_setup import (
     unsort,
 )
 
+
+with script_dependencies("run_ner.py"):
+    from seqeval.metrics import accuracy_score, classification_report, f1_score, precision_score, recall_score
 
 logger = logging.getLogger("run_scripts")
 

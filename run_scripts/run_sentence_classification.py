@@ -71,6 +71,7 @@ from run_scripts.helpers.classification import (
     validation_indices,
     write_predictions,
 )
+from run_scripts.helpers.dependencies import require_modules
 from run_scripts.helpers.data_files import check_file, first_records, read_records, split_columns
 from run_scripts.helpers.reports import (
     classification_scores,
@@ -340,6 +341,7 @@ def predict_test(trainer: SentenceTrainer, documents: dict, splits: dict, token_
 
 
 def main(argv: list[str] | None = None) -> dict:
+    require_modules("run_sentence_classification.py", "sklearn", "pysbd")
     argv = list(sys.argv[1:] if argv is None else argv)
     started = time.time()
     model_args, data_args, training_args = parse_job_arguments(argv)

@@ -1,6 +1,7 @@
 # Copyright 2026 The ran_hf authors. Licensed under the Apache License, Version 2.0.
 """Helpers of the scripts in `run_scripts/`, one module per concern:
 
+- `dependencies`: the scripts' own dependencies (the `scripts` extra), named with the install command when missing;
 - `data_files`: reading .jsonl/.json/.csv/.tsv/.txt files (optionally gzipped) with clear errors;
 - `tokenizer`: training and loading a WordPiece tokenizer for RAN, and the causal-LM prompt template;
 - `model_args`: the model arguments every script shares and building a RAN from scratch or a checkpoint;

@@ -13,6 +13,7 @@ import re
 import numpy as np
 import torch
 
+from run_scripts.helpers.dependencies import script_dependencies
 from run_scripts.helpers.reports import classification_scores
 
 
@@ -205,7 +206,8 @@ def validation_indices(labels: np.ndarray, percentage: float, seed: int,
     (`--validation_split_percentage`). `labels` are the documents' (N,) label ids, or (N, num_labels) multi-hot rows;
     single-label ids stratify the split where every class has two documents and the split has room for every class.
     Returns (train, validation, stratified)."""
-    from sklearn.model_selection import train_test_split
+    with script_dependencies():
+        from sklearn.model_selection import train_test_split
 
     n = len(labels)
     n_val = int(round(n * percentage / 100))

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .dependencies import script_dependencies
+
 
 if TYPE_CHECKING:
     from transformers import TrainingArguments
@@ -148,7 +150,8 @@ def command_line(program: str, argv: Sequence[str] | None) -> str:
 
 def classification_scores(y_true: np.ndarray, y_pred: np.ndarray) -> dict:
     """Accuracy (subset accuracy for multi-label), micro-F1 and macro-F1 (scikit-learn, offline)."""
-    from sklearn.metrics import accuracy_score, f1_score
+    with script_dependencies():
+        from sklearn.metrics import accuracy_score, f1_score
 
     return {
         "accuracy": float(accuracy_score(y_true, y_pred)),

@@ -13,11 +13,15 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from filelock import FileLock, Timeout
 from tqdm.auto import tqdm
 
 from ran_hf.processing_sentences import DocumentSentenceProcessor
+from run_scripts.helpers.dependencies import script_dependencies
 from run_scripts.helpers.trainer_setup import RANTrainer
+
+
+with script_dependencies("run_sentence_classification.py"):
+    from filelock import FileLock, Timeout
 
 
 logger = logging.getLogger("run_scripts")
@@ -95,7 +99,8 @@ def cached_sentence_embeddings(texts: list[str], lines: list[int], source: str, 
 
     @functools.cache
     def load_encoder():  # on the first chunk that needs it
-        from sentence_transformers import SentenceTransformer
+        with script_dependencies("run_sentence_classification.py"):
+            from sentence_transformers import SentenceTransformer
 
         encoder = SentenceTransformer(encoder_path, device="cpu" if not torch.cuda.is_available() else None)
         encoder.max_seq_length = processor.max_sentence_length
