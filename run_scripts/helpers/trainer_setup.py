@@ -5,10 +5,13 @@ the evaluation switches, the Trainer subclass, and ordering evaluation data by l
 from __future__ import annotations
 
 import base64
+import json
 import logging
 import os
+import re
 import sys
 import time
+import zipfile
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -18,8 +21,9 @@ import torch
 import transformers
 from transformers import Trainer, TrainerCallback, TrainingArguments
 from transformers.trainer_callback import ExportableState
+from safetensors import SafetensorError, safe_open
 from transformers.trainer_pt_utils import safe_globals
-from transformers.trainer_utils import IntervalStrategy, get_last_checkpoint
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, IntervalStrategy, get_last_checkpoint
 
 
 if TYPE_CHECKING:
@@ -136,8 +140,82 @@ def setup_threads(model_args: RANModelArguments) -> None:
     logger.info(f"torch threads: {torch.get_num_threads()}")
 
 
+CHECKPOINT_FOLDER = re.compile(rf"^{PREFIX_CHECKPOINT_DIR}-(\d+)$")
+TRAINER_STATE = "trainer_state.json"
+# the model weights Trainer's save_model writes: one file, or an index of shards (the shards are checked as files)
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                "pytorch_model.bin.index.json", "adapter_model.safetensors", "adapter_model.bin")
+
+
+def file_is_whole(path: str) -> bool:
+    """Whether a checkpoint file was written to its end: a .json file parses, a .safetensors file's header covers the
+    file, a torch.save file (.pt/.pth/.bin, a zip archive) ends with the zip directory. Other files count as whole."""
+    try:
+        if path.endswith(".json"):
+            with open(path, encoding="utf-8") as f:
+                json.load(f)
+        elif path.endswith(".safetensors"):
+            with safe_open(path, "pt"):
+                pass
+        elif path.endswith((".pt", ".pth", ".bin")):
+            return zipfile.is_zipfile(path)
+    except (OSError, ValueError, SafetensorError):  # (json.JSONDecodeError, UnicodeDecodeError are ValueErrors)
+        return False
+    return True
+
+
+def checkpoint_problems(folder: str, save_only_model: bool = False) -> list[str]:
+    """What keeps the Trainer checkpoint `folder` from being complete; empty when it is complete.
+
+    Trainer's `_save_checkpoint` writes, in this order, the model (config, weights, tokenizer, training_args.bin),
+    the optimizer and scheduler (`optimizer.pt`, `scheduler.pt`; not with `save_only_model`), the random states
+    (`rng_state.pth`, one per process in distributed training) and last `trainer_state.json`. A process killed
+    while saving leaves the files up to that point, the last one possibly cut short. Complete: every one of them is
+    there and whole (`file_is_whole`), and `trainer_state.json` holds the step of the folder's name."""
+    names = set(os.listdir(folder))
+    problems = [f"no {TRAINER_STATE}"] if TRAINER_STATE not in names else []
+    if not names & set(WEIGHT_FILES):
+        problems.append("no model weights")
+    if not save_only_model:
+        if not any(name.startswith(("optimizer", "global_step")) for name in names):  # (DeepSpeed: global_step*/)
+            problems.append("no optimizer.pt")
+        if "scheduler.pt" not in names and not any(name.startswith("global_step") for name in names):
+            problems.append("no scheduler.pt")
+        if not any(name.startswith("rng_state") for name in names):
+            problems.append("no rng_state.pth")
+    problems += [f"{name} is cut short" for name in sorted(names)
+                 if os.path.isfile(os.path.join(folder, name)) and not file_is_whole(os.path.join(folder, name))]
+    named = CHECKPOINT_FOLDER.match(os.path.basename(os.path.normpath(folder)))
+    if not problems and named:
+        with open(os.path.join(folder, TRAINER_STATE), encoding="utf-8") as f:
+            step = json.load(f).get("global_step")
+        if step != int(named.group(1)):
+            problems.append(f"{TRAINER_STATE} is of step {step}, not {named.group(1)}")
+    return problems
+
+
+def last_complete_checkpoint(output_dir: str, save_only_model: bool = False) -> str | None:
+    """The `checkpoint-<step>` folder of `output_dir` with the highest step that is complete
+    (`checkpoint_problems`), or None. Every newer one that is incomplete, as a process killed while saving leaves
+    it, is skipped with a warning naming what it lacks."""
+    if not os.path.isdir(output_dir):
+        return None
+    steps = {int(m.group(1)): name for name in os.listdir(output_dir)
+             if (m := CHECKPOINT_FOLDER.match(name)) and os.path.isdir(os.path.join(output_dir, name))}
+    for step in sorted(steps, reverse=True):
+        folder = os.path.join(output_dir, steps[step])
+        problems = checkpoint_problems(folder, save_only_model)
+        if not problems:
+            return folder
+        logger.warning(f"Skipping {folder}: an incomplete checkpoint ({'; '.join(problems)}), as a run stopped "
+                       f"while saving it leaves it. Resuming from the newest complete one instead.")
+    return None
+
+
 def resolve_checkpoint(training_args: TrainingArguments) -> str | None:
-    """`--resume_from_checkpoint DIR`, or `--resume_from_checkpoint last` for the newest checkpoint in output_dir."""
+    """`--resume_from_checkpoint DIR`, or `--resume_from_checkpoint last` for the newest complete checkpoint in
+    output_dir (`last_complete_checkpoint`: one a killed save left incomplete is skipped, with a warning). A
+    `checkpoint-<step>` DIR that is incomplete is a ValueError naming what it lacks."""
     resume = training_args.resume_from_checkpoint
     if resume in (None, "", "False", "false"):
         if os.path.isdir(training_args.output_dir) and get_last_checkpoint(training_args.output_dir):
@@ -145,13 +223,22 @@ def resolve_checkpoint(training_args: TrainingArguments) -> str | None:
                            f"--resume_from_checkpoint last to continue the newest one).")
         return None
     if resume in ("last", "latest", "True", "true"):
-        found = get_last_checkpoint(training_args.output_dir) if os.path.isdir(training_args.output_dir) else None
+        found = last_complete_checkpoint(training_args.output_dir, training_args.save_only_model)
         if found is None:
-            raise FileNotFoundError(f"--resume_from_checkpoint {resume}: no checkpoint-* folder in "
-                                    f"{training_args.output_dir}.")
+            some = os.path.isdir(training_args.output_dir) and get_last_checkpoint(training_args.output_dir)
+            raise FileNotFoundError(f"--resume_from_checkpoint {resume}: no {'complete ' if some else ''}"
+                                    f"checkpoint-* folder in {training_args.output_dir}"
+                                    f"{' (the incomplete ones are listed above)' if some else ''}.")
+        logger.info(f"Resuming from {found}, the newest complete checkpoint.")
         return found
     if not os.path.isdir(resume):
         raise FileNotFoundError(f"--resume_from_checkpoint: no such directory: '{resume}'.")
+    is_trainer_checkpoint = CHECKPOINT_FOLDER.match(os.path.basename(os.path.normpath(resume)))
+    problems = checkpoint_problems(resume, training_args.save_only_model) if is_trainer_checkpoint else []
+    if problems:
+        raise ValueError(f"--resume_from_checkpoint '{resume}': an incomplete checkpoint ({'; '.join(problems)}), as "
+                         f"a run stopped while saving it leaves it. Pass an older checkpoint, or 'last' for the newest "
+                         f"complete one.")
     return resume
 
 
@@ -295,7 +382,7 @@ class RANTrainer(Trainer):
 
     def train(self, resume_from_checkpoint=None, *args, **kwargs):
         if resume_from_checkpoint is True:
-            resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
+            resume_from_checkpoint = last_complete_checkpoint(self.args.output_dir, self.args.save_only_model)
         self.epoch_start_state.resume_from = resume_from_checkpoint or None
         return super().train(resume_from_checkpoint, *args, **kwargs)
 
