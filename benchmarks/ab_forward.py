@@ -44,6 +44,17 @@ def load_other(root: str):
     return module
 
 
+def copy_weights(source, target) -> None:
+    """`source`'s weights into `target`, by name, or in order where the two checkouts name them differently
+    (the same modules in the same order, checked by shape; the outputs are compared afterwards)."""
+    source_state, target_state = source.state_dict(), target.state_dict()
+    if source_state.keys() != target_state.keys():
+        if [v.shape for v in source_state.values()] != [v.shape for v in target_state.values()]:
+            raise ValueError("ab_forward: the two checkouts' models have different parameters")
+        source_state = dict(zip(target_state, source_state.values()))
+    target.load_state_dict(source_state)
+
+
 def make_call(model, ids: torch.Tensor, args):
     """The timed call: a forward, a training step, or `args.decode` decoding steps continuing the model's cache."""
     if args.decode:
@@ -94,7 +105,7 @@ def main(argv=None):
                                    window_size=args.window_size, min_window_size=16, is_decoder=bool(args.decode),
                                    chain_implementation=args.other_chain if name == "other" else "eager")
         models[name] = (package.RANForCausalLM if args.decode else package.RANModel)(config).eval()
-    models["other"].load_state_dict(models["this"].state_dict())
+    copy_weights(models["this"], models["other"])
     ids = torch.randint(1, 30522, (1, args.length), generator=torch.Generator().manual_seed(0))
     times = {"this": [], "other": []}
     with torch.no_grad():

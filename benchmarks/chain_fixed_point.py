@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 import ran_hf  # noqa: F401  (registers RAN with the Auto classes)
-from ran_hf.modeling_ran import RANLayer, _cat
+from ran_hf import modeling_ran
 from run_scripts.helpers.corpus import iter_documents
 from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer
 
@@ -39,36 +39,36 @@ DEFAULT_TEXT = REPOSITORY / "run_scripts" / "data" / "hyperpartisan" / "train-by
 
 @contextlib.contextmanager
 def captured_chain_inputs():
-    """Records `(layer, windows, cell, layout, passed_cells)` for every layer's chain run while the context is open."""
+    """Records `(layer, start carry, chain windows, exact passed cells)` for every layer's chain run while the
+    context is open, by wrapping the model's one entry point to the chain, `ran_hf.modeling_ran.run_cell_chain`."""
     records = []
-    original = RANLayer._run_cell_chain
+    original = modeling_ran.run_cell_chain
 
-    def recording(layer, windows, cell, state, layout, dtype):
-        out = original(layer, windows, cell, state, layout, dtype)
-        records.append((layer, windows, cell, layout, out[1]))
+    def recording(step, layer, carry, windows, *args, **kwargs):
+        out = original(step, layer, carry, windows, *args, **kwargs)
+        records.append((layer, carry, windows, out[1][1]))
         return out
 
-    RANLayer._run_cell_chain = recording
+    modeling_ran.run_cell_chain = recording
     try:
         yield records
     finally:
-        RANLayer._run_cell_chain = original
+        modeling_ran.run_cell_chain = original
 
 
-def jacobi_errors(layer: RANLayer, windows, cell, layout, exact_passed: torch.Tensor, tolerance: float) -> list[float]:
+def jacobi_errors(layer, carry, windows, exact_passed: torch.Tensor, tolerance: float) -> list[float]:
     """Largest relative error of the passed cells (B, n, D) after each fixed-point sweep, until `tolerance` (at most
-    n sweeps: the n-th is exact)."""
-    batch_size, num_windows = layout.window_mask.shape
-    keys, values = _cat(windows.keys, 1).flatten(0, 1), _cat(windows.values, 1).flatten(0, 1)  # (B*n, K, H, d)
-    key_mask = windows.key_mask.flatten(0, 1) if windows.key_mask is not None else None
-    has_previous = layout.after_first_window().flatten(0, 1)
-    s0 = layer.initial_cell(cell, batch_size, keys)
+    n sweeps: the n-th is exact). Each sweep is one call of the layer's chain step on all windows of all rows."""
+    batch_size, num_windows = exact_passed.shape[:2]
+    keys, values, key_mask, _, has_previous, _ = (None if t is None else t.transpose(0, 1).flatten(0, 1)
+                                                  for t in windows.stacked())
+    s0 = carry[0]
     incoming = s0[:, None].expand(-1, num_windows, -1)  # guesses of s_{i-1} and c_{i-1}, (B, n, D)
     previous_c = torch.zeros_like(incoming)
     errors = []
     for _ in range(num_windows):
-        c, passed, _, _ = layer.chain_step(incoming.flatten(0, 1), previous_c.flatten(0, 1), has_previous, keys,
-                                           values, key_mask)
+        _, (c, passed, _, _) = layer.chain_window((incoming.flatten(0, 1), previous_c.flatten(0, 1)),
+                                                  (keys, values, key_mask, None, has_previous, None))
         c, passed = c.unflatten(0, (batch_size, num_windows)), passed.unflatten(0, (batch_size, num_windows))
         error = (passed - exact_passed).norm(dim=-1) / exact_passed.norm(dim=-1)
         errors.append(error.max().item())
@@ -111,9 +111,9 @@ def main(argv: list[str] | None = None) -> dict:
     with torch.no_grad(), captured_chain_inputs() as records:
         model(**inputs)
         layers = []
-        for layer, windows, cell, layout, exact_passed in records:
-            errors = jacobi_errors(layer, windows, cell, layout, exact_passed, args.tolerance)
-            layers.append({"layer": layer.layer_idx, "windows": layout.window_mask.shape[1],
+        for layer, carry, windows, exact_passed in records:
+            errors = jacobi_errors(layer, carry, windows, exact_passed, args.tolerance)
+            layers.append({"layer": layer.layer_idx, "windows": exact_passed.shape[1],
                            "sweeps_to_tolerance": len(errors) if errors[-1] < args.tolerance else None,
                            "max_relative_error_per_sweep": [float(f"{e:.3g}") for e in errors]})
             print(f"layer {layer.layer_idx}: {layers[-1]['windows']} windows, {len(errors)} sweeps to "

@@ -53,13 +53,15 @@ class OpCounter(TorchDispatchMode):
 
 
 def chain_inputs(layer, batch_size: int, num_windows: int, padded: bool, generator: torch.Generator):
-    """What `RANLayer.run_cell_chain` hands `run_chain`: the carry and the per-window inputs (windows first), with
-    the keys and values as leaves that need a gradient (so a backward stops at the chain)."""
+    """What a layer hands its chain runner (`ran_hf.cell_chain`): the carry and the `ChainWindows`, with the keys
+    and values as leaves that need a gradient (so a backward stops at the chain)."""
+    from ran_hf.cell_chain import ChainWindows
+
     config = layer.config
     heads, head_size, hidden = config.num_attention_heads, config.attention_head_size, config.hidden_size
     capacity = config.window_size
-    keys = torch.randn(num_windows, batch_size, capacity, heads, head_size, generator=generator).requires_grad_()
-    values = torch.randn(num_windows, batch_size, capacity, heads, head_size, generator=generator).requires_grad_()
+    keys = torch.randn(batch_size, num_windows, capacity, heads, head_size, generator=generator).requires_grad_()
+    values = torch.randn(batch_size, num_windows, capacity, heads, head_size, generator=generator).requires_grad_()
     s = torch.randn(batch_size, hidden, generator=generator).requires_grad_()
     key_mask = valid = None
     if padded:  # the last row ends half-way through the last window
@@ -67,18 +69,26 @@ def chain_inputs(layer, batch_size: int, num_windows: int, padded: bool, generat
         key_mask[-1, -1, capacity // 2:] = False
         valid = torch.ones(num_windows, batch_size, dtype=torch.bool)
     has_previous = torch.arange(num_windows)[:, None].expand(num_windows, batch_size) > 0
-    per_window = [list(keys.unbind(0)), list(values.unbind(0)), key_mask, valid, has_previous, None]
-    return (s, torch.zeros_like(s)), per_window, (keys, values, s)
+    windows = ChainWindows([keys], [values], key_mask, valid, has_previous, None, num_steps=num_windows)
+    return (s, torch.zeros_like(s)), windows, (keys, values, s)
+
+
+def run_and_differentiate(runner, layer, carry, windows, leaves):
+    """One chain run by `runner` and the backward of the sum of its outputs."""
+    (s, _), outputs = runner(type(layer).chain_window, layer, carry, windows)
+    loss = s.sum() + sum(y.sum() for y in outputs)
+    torch.autograd.grad(loss, leaves + tuple(layer.parameters()), allow_unused=True)
+    return loss
 
 
 def count_eager(layer, batch_size: int, num_windows: int, padded: bool) -> dict:
     """ATen operations per window step of the eager chain, forward and backward."""
-    from ran_hf.window_layout import run_chain
+    from ran_hf.chain_eager import chain_eager
 
-    carry, per_window, leaves = chain_inputs(layer, batch_size, num_windows, padded, torch.Generator().manual_seed(0))
+    carry, windows, leaves = chain_inputs(layer, batch_size, num_windows, padded, torch.Generator().manual_seed(0))
     with OpCounter() as forward:
-        (s, _), outputs = run_chain(layer._chain_window, carry, per_window, num_windows)
-    loss = s.sum() + sum(y.sum() for step in outputs for y in step)
+        (s, _), outputs = chain_eager(type(layer).chain_window, layer, carry, windows)
+    loss = s.sum() + sum(y.sum() for y in outputs)
     with OpCounter() as backward:
         torch.autograd.grad(loss, leaves + tuple(layer.parameters()), allow_unused=True)
     return dict(forward_per_window=round(forward.total / num_windows, 1),
@@ -97,24 +107,18 @@ def count_compiled(layer, batch_size: int, num_windows: int, padded: bool, block
     calls per window are a block's calls divided by its windows)."""
     from torch._inductor.utils import run_and_get_code
 
-    from ran_hf import modeling_ran
-    from ran_hf.window_layout import run_chain
+    from ran_hf import chain_compiled
 
     torch._dynamo.reset()
-    modeling_ran.compiled_chain_window.cache_clear()
-    modeling_ran.compiled_chain_windows.cache_clear()
-    blocks, unit = {}, "window"
+    unit = "window"
     if block_size > 1:
         num_windows, unit = 2 * block_size, "block"
-    carry, per_window, leaves = chain_inputs(layer, batch_size, num_windows, padded, torch.Generator().manual_seed(0))
-    if block_size > 1:  # the compiled chain's inputs: tensors, windows first
-        per_window[:2] = [torch.stack(per_window[0]), torch.stack(per_window[1])]
-        blocks = dict(block_step=layer._compiled_chain_windows, block_size=block_size)
+    # one window per call: a block longer than the chain sends every window through the one-window graph
+    chain_compiled.configure(block_size=block_size if block_size > 1 else num_windows + 1)
+    carry, windows, leaves = chain_inputs(layer, batch_size, num_windows, padded, torch.Generator().manual_seed(0))
 
     def run():
-        (s, _), outputs = run_chain(layer._compiled_chain_window, carry, per_window, num_windows, **blocks)
-        loss = s.sum() + sum(y.sum() for step in outputs for y in step)
-        torch.autograd.grad(loss, leaves + tuple(layer.parameters()), allow_unused=True)
+        run_and_differentiate(chain_compiled.chain_compiled, layer, carry, windows, leaves)
 
     with torch._inductor.config.patch(fx_graph_cache=False):  # a cache hit would emit no code for a graph
         start = time.perf_counter()
@@ -134,6 +138,7 @@ def count_compiled(layer, batch_size: int, num_windows: int, padded: bool, block
                            fused_kernels=sum(c.startswith(("cpp_fused", "triton")) for c in calls),
                            library_calls=sum(not c.startswith(("cpp_fused", "triton")) for c in calls)))
     # the first call compiles every graph (forward and backward, both grad modes): its seconds are the compile time
+    chain_compiled.configure()
     return dict(windows_per_call=block_size, first_call_s=round(compile_s, 1), graphs=graphs)
 
 
@@ -149,7 +154,7 @@ def main(argv=None):
     parser.add_argument("--no-compiled", action="store_true", help="count the eager chain only")
     parser.add_argument("--block", type=int, default=None,
                         help="windows per compiled call for the block count (default: the compiled chain's, "
-                             "`ran_hf.modeling_ran.COMPILED_CHAIN_BLOCK`)")
+                             "`ran_hf.chain_compiled.BLOCK_SIZE`)")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     from ran_hf import RANConfig
@@ -166,11 +171,11 @@ def main(argv=None):
                   window=args.window, batch_size=args.batch_size, windows=args.windows, padded=args.padded,
                   eager=count_eager(layer, args.batch_size, args.windows, args.padded))
     if not args.no_compiled:
-        from ran_hf.modeling_ran import COMPILED_CHAIN_BLOCK
+        from ran_hf import chain_compiled
 
         result["compiled"] = count_compiled(layer, args.batch_size, args.windows, args.padded)
         result["compiled_blocks"] = count_compiled(layer, args.batch_size, args.windows, args.padded,
-                                                   args.block or COMPILED_CHAIN_BLOCK)
+                                                   args.block or chain_compiled.BLOCK_SIZE)
     print(json.dumps(result, indent=1))
     return result
 

@@ -248,7 +248,7 @@ def profile_lines(data: dict) -> list[str]:
             r.get("error") or r.get("skipped", "") for r in records(data, "profile")), ""]
     lines = ["## Where RAN's training step goes", "",
              "torch.profiler over one training step. Ranges come from forward hooks on the model's submodules and a "
-             "wrapper of `run_chain` (no change to the model code); backward kernels are charged to the forward "
+             "wrapper of the chain's entry point (no change to the model code); backward kernels are charged to the forward "
              "op that created their autograd node. 'kernel' = share of summed device-kernel time; 'timeline' = "
              "share of the step's device timeline, the idle gap before each kernel charged to that kernel's range. "
              "The profiler's per-op overhead slows host-bound parts (compare the profiled and unprofiled step)."
@@ -270,7 +270,7 @@ def profile_lines(data: dict) -> list[str]:
                      f"{r['profiled_step_s']} s profiled; kernels busy {r['busy_ms']:.0f} ms of a "
                      f"{r['timeline_ms']:.0f} ms device timeline ({r['units']}). Without the profiler, the chain "
                      f"took {chain.get('chain_share', float('nan')):.1%} of a training-mode forward "
-                     f"({chain.get('chain_s')} of {chain.get('forward_s')} s, device events around `run_chain`)")
+                     f"({chain.get('chain_s')} of {chain.get('forward_s')} s, device events around the chain's entry point)")
     return lines + [""]
 
 
@@ -324,8 +324,8 @@ def optimise_lines(data: dict) -> list[str]:
              "inference mode; training step = forward, loss, backward, fused AdamW. 'first call' holds the compile "
              "of that grad mode's graphs for a compiled chain, and the capture of that call's shapes for "
              "`cuda_graphs` (the training graphs compile in the check below); 'chain share' = the cell chain's "
-             "share of a training-mode forward, from device events around `run_chain` and each replay of a "
-             "captured chain.", ""]
+             "share of a training-mode forward, from device events around the chain's entry point (a captured "
+             "chain's replay included).", ""]
     for r in checks:
         variant = r.get("variant", "compiled")  # results written before more than two chains were compared
         head = f"- `{variant}` against eager, one training-mode forward and backward at {_k(r['seq_len'])}"

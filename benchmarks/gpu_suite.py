@@ -31,7 +31,7 @@ Every result is written to `OUT/results.json` as it arrives, so a call cut short
 
 How the profile splits a step (no change to `ran_hf/`): forward pre/post hooks on the model's submodules open and
 close `torch.profiler.record_function` ranges (embedding, q/k/v and output projections, window attention, memory
-review, pooler, the rest of each layer), and `ran_hf.modeling_ran.run_chain` is wrapped in a `cell chain` range for
+review, pooler, the rest of each layer), and `ran_hf.modeling_ran.run_cell_chain` is wrapped in a `cell chain` range for
 the profiled step only. A range inside the chain counts as the chain. Each device kernel is charged to the range of
 the host op that launched it; a backward kernel to the range of the forward op that created its autograd node (the
 profiler's sequence numbers); the optimizer's kernels to `Optimizer.step`. Two shares are reported: of the summed
@@ -544,29 +544,23 @@ RANGE_PREFIX = "ran::"
 
 
 def wrap_chain_entry_points(modeling, wrap) -> tuple:
-    """Replace the cell chain's entry points in `modeling` (`run_chain`, the Python loop, and `ChainGraph.__call__`,
-    a replay of a captured chain) by `wrap(function)`. Returns the callable that puts them back and the names of
-    those replaced (an entry point this checkout lacks is left out)."""
-    originals, names = [], []
-    for owner, name, label in ((modeling, "run_chain", "run_chain"),
-                               (getattr(modeling, "ChainGraph", None), "__call__", "ChainGraph.__call__")):
-        function = getattr(owner, name, None) if owner is not None else None
-        if function is not None:
-            setattr(owner, name, wrap(function))
-            originals.append((owner, name, function))
-            names.append(label)
+    """Replace the cell chain's entry point in `modeling` (`run_cell_chain`, which every chain implementation goes
+    through, a captured chain's replay included) by `wrap(function)`. Returns the callable that puts it back and the
+    names replaced."""
+    name = "run_cell_chain"
+    function = getattr(modeling, name)
+    setattr(modeling, name, wrap(function))
 
     def restore():
-        for owner, name, function in originals:
-            setattr(owner, name, function)
+        setattr(modeling, name, function)
 
-    return restore, names
+    return restore, [name]
 
 
 def install_profile_ranges(model) -> tuple[list, list[str]]:
     """Forward pre/post hooks that open and close a `record_function` range per submodule of a `RANModel`, and a
-    wrapper of `ran_hf.modeling_ran.run_chain` and of a captured chain's replay (`ChainGraph.__call__`). Returns (the
-    unpatch callable, names installed)."""
+    wrapper of the cell chain's entry point `ran_hf.modeling_ran.run_cell_chain`. Returns (the unpatch callable, names
+    installed)."""
     import torch
     import ran_hf.modeling_ran as modeling
 
@@ -598,13 +592,10 @@ def install_profile_ranges(model) -> tuple[list, list[str]]:
         installed.append("pooler")
     for layer in getattr(model, "layers", []):
         attach(layer, "layer glue")
-        for name in ("concat_norm",):
-            if hasattr(layer, name):
-                attach(getattr(layer, name), "projections")
-        attention = getattr(layer, "window_attention", None)
-        if attention is not None:
-            attach(attention, "window attention")
-            for name, child in attention.named_children():
+        block = getattr(layer, "window_block", None)
+        if block is not None:
+            attach(block, "window attention")
+            for name, child in block.named_children():
                 attach_tree(child, "projections")
         if getattr(layer, "memory_review", None) is not None:
             attach_tree(layer.memory_review, "memory review")
@@ -748,8 +739,8 @@ def _event_ns(e) -> tuple[int, int]:
 
 def time_chain_in_forward(torch, spec: dict, model, ids) -> dict:
     """The cell chain's share of one training-mode forward, without the profiler: device events (CUDA) or the host
-    clock (CPU) around each `run_chain` call and each replay of a captured chain (`ChainGraph.__call__`,
-    `chain_implementation="cuda_graphs"`), and around the whole forward."""
+    clock (CPU) around each call of the chain's entry point (`run_cell_chain`, whatever the chain implementation),
+    and around the whole forward."""
     import ran_hf.modeling_ran as modeling
 
     device = spec["device"]
@@ -764,7 +755,7 @@ def time_chain_in_forward(torch, spec: dict, model, ids) -> dict:
     def seconds(start, end):
         return start.elapsed_time(end) / 1000 if device == "cuda" else end - start
 
-    # only the outermost call is timed (the CPU stand-in of a capture runs `run_chain` inside `ChainGraph.__call__`)
+    # only the outermost call is timed
     marks, depth = [], [0]
 
     def timed(function):
@@ -982,15 +973,12 @@ def use_compile_settings(spec: dict) -> None:
         return
     import torch
 
-    import ran_hf.modeling_ran as modeling
+    from ran_hf import chain_compiled
 
     options = dict(backend=spec["compile_backend"])
     if spec.get("compile_mode"):
         options["mode"] = spec["compile_mode"]
-    one_window = torch.compile(modeling.RANLayer._chain_window, fullgraph=True, **options)
-    block = torch.compile(modeling.RANLayer._chain_windows, fullgraph=True, **options)
-    modeling.compiled_chain_window = lambda: one_window
-    modeling.compiled_chain_windows = lambda: block
+    chain_compiled.configure(block_size=chain_compiled.BLOCK_SIZE, fullgraph=True, **options)
 
 
 def optimise_cases(spec: dict) -> list[tuple[str, str, int]]:
@@ -1036,7 +1024,7 @@ def worker_optimise(spec: dict) -> None:
     torch = _torch_setup(spec)
     from torch._dynamo.utils import counters
 
-    import ran_hf.modeling_ran as modeling
+    from ran_hf import chain_compiled, chain_cuda_graphs
 
     device = spec["device"]
     sync = _sync(torch, device)
@@ -1044,7 +1032,7 @@ def worker_optimise(spec: dict) -> None:
     if device != "cuda" and "cuda_graphs" in spec["optimise_variants"]:  # the rehearsal: captures emulated
         from benchmarks import static_replay
 
-        static_replay.install(modeling, device)
+        static_replay.install(device)
     eager = _ran_model(spec, chain="eager").to(device)
     models = dict(eager=eager)
     for variant in spec["optimise_variants"]:
@@ -1057,8 +1045,8 @@ def worker_optimise(spec: dict) -> None:
     ids = torch.randint(5, vocab, (batch, first), generator=torch.Generator().manual_seed(first)).to(device)
     row = dict(kind="optimise_check", model="ran", seq_len=first, batch_size=batch, dtype=spec["dtype"],
                compile_backend=spec["compile_backend"], compile_mode=spec.get("compile_mode"),
-               windows_per_compiled_call=modeling.COMPILED_CHAIN_BLOCK,
-               windows_per_capture=modeling.CHAIN_GRAPH_WINDOWS)
+               windows_per_compiled_call=chain_compiled.BLOCK_SIZE,
+               windows_per_capture=chain_cuda_graphs.GRAPH_WINDOWS)
     try:
         for compared in _compare_gradients(torch, spec, models, ids):
             emit(dict(row, **compared))
@@ -1103,7 +1091,7 @@ def worker_optimise(spec: dict) -> None:
                        tokens_per_s=round(batch * length / median, 1), peak_mb=_peak_mb(torch, device),
                        output_finite=bool(finite), new_graphs=int(counters["stats"]["unique_graphs"]) - graphs_before)
             if variant == "cuda_graphs":  # captures the model's layers hold (each with its own memory)
-                row["captures"] = sum(len(modeling._CHAIN_GRAPHS.get(layer, {})) for layer in model.modules())
+                row["captures"] = chain_cuda_graphs.num_captures(model)
             if mode == "train" and time.time() + row["median_s"] < spec["deadline"]:
                 row["chain_forward"] = time_chain_in_forward(torch, spec, model.train(), ids)
             done[(variant, mode)] = row

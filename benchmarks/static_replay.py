@@ -63,7 +63,10 @@ class StaticReplay:
         return self.function.apply(*inputs, *self.parameters)
 
 
-def install(modeling, device_type: str) -> None:
-    """Capture `modeling`'s cell chains on `device_type` with `StaticReplay` (for the life of the process)."""
+def install(device_type: str) -> None:
+    """Capture the cell chains of `chain_implementation="cuda_graphs"` on `device_type` with `StaticReplay` (for the
+    life of the process)."""
+    from ran_hf import chain_cuda_graphs
+
     torch.cuda.make_graphed_callables = StaticReplay
-    modeling.CHAIN_GRAPH_DEVICES = ("cuda", device_type)
+    chain_cuda_graphs.GRAPH_DEVICES = ("cuda", device_type)

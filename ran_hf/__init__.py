@@ -10,10 +10,11 @@ from transformers import (
     AutoModelForTokenClassification,
 )
 
+from . import chain_compiled, chain_cuda_graphs
+from .cache_ran import RANCache, RANCacheLayer, RANLayerState
 from .configuration_ran import RANConfig
 from .modeling_ran import (
-    RANCache,
-    RANCacheLayer,
+    RANLayer,
     RANForCausalLM,
     RANForMaskedLM,
     RANForQuestionAnswering,
@@ -57,6 +58,8 @@ __all__ = [
     "RANForCausalLM",
     "RANCache",
     "RANCacheLayer",
+    "RANLayer",
+    "RANLayerState",
     "RANForSequenceClassification",
     "RANForTokenClassification",
     "RANForQuestionAnswering",

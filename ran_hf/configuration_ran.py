@@ -2,6 +2,7 @@
 """Configuration of the Recurrent Attention Network (RAN, Li et al., ACL 2023, arXiv 2306.06843)."""
 
 import typing
+import weakref
 from typing import Literal
 
 from huggingface_hub.dataclasses import strict
@@ -64,32 +65,26 @@ class RANConfig(PreTrainedConfig):
             the same; the decoder over the vocabulary, the largest single cost of an MLM step, shrinks about 7x at
             15% masking. Off by default, so outputs keep their usual shape.
         chain_implementation (`str`, defaults to `"eager"`): how each layer runs its cell chain, the one part of RAN
-            that is sequential over windows (a few `D x D` mat-vecs and a one-row attention per window):
-            - `"eager"`: PyTorch op by op, about 47 operations per window forward and 127 backward
-              (`python -m benchmarks.chain_ops`);
-            - `"compiled"`: blocks of 4 windows (`RANLayer._chain_windows`, unrolled) and the windows left over
-              one at a time (`RANLayer._chain_window`) go through `torch.compile` (inductor), compiled once per
-              process and shared by every layer and model: about 6 kernel and library calls per window forward and
-              11.5 backward at the base width, and one host call per block. Meant for GPUs, where the eager chain
-              is bound by the host launching kernels and leaves the device idle most of a step: on an H200 at
-              D 768 x 12 layers, a bf16 training step of 32,768 tokens ran 2.9x faster than eager (1.89 s against
-              5.47 s; `docs/benchmark_gpu/README.md`). The first training step compiles (24 s there; the first
-              inference call 4 s more), and again at the first new batch size or window capacity (then with
-              dynamic sizes), never for a new number of windows; outputs match eager up to float rounding
-              (inductor reorders reductions). Needs what `torch.compile` needs (Triton on CUDA, a C++ compiler on
-              CPU). Ignored inside a model that is itself under `torch.compile` or `torch.export`. On a CPU, where
-              the chain is not launch-bound, it gains little (1.05x at D 256 x 4 layers, 8,192 tokens, 2 threads);
+            that is sequential over windows (a few `D x D` mat-vecs and a one-row attention per window; the runners
+            are in `cell_chain.py`, all tested against the eager one):
+            - `"eager"`: PyTorch op by op, one window at a time;
+            - `"compiled"`: blocks of windows (4 by default, `chain_compiled.configure`) and the windows left over
+              go through `torch.compile` (inductor), compiled once per process and shared by every layer and
+              model. Meant for GPUs, where the eager chain is bound by kernel launches (measured gains:
+              `docs/speed.md`). The first training step compiles, and again at the first new batch size or window
+              capacity, never for a new number of windows; outputs match eager up to float rounding. Needs what
+              `torch.compile` needs (Triton on CUDA, a C++ compiler on CPU). Ignored inside a model that is itself
+              under `torch.compile` or `torch.export`;
             - `"cuda_graphs"`: the compiled chain of every window of a layer captured as one CUDA graph for the
-              forward and one for the backward (`torch.cuda.make_graphed_callables`), so a layer's whole chain is one
-              host call each way instead of one per block of 4 windows. A layer captures once per window count,
-              rounded up to a multiple of 16 windows (4,096 tokens at window 256), batch size, dtype and grad mode,
-              keeping the last 2 captures (each holds the chain's inputs, their gradients and its saved activations
-              in memory of its own); a capture runs the compiled chain 3 times first, so batches of one length and
-              size (`padding="max_length"`) let one capture serve a whole training run. Off CUDA and under gradient
-              checkpointing the chain runs compiled instead, with a warning; so does, silently, a forward through a
-              layer whose previous forward still waits for its backward (the capture's backward reads the
-              activations of its last forward) and a forward inside another capture. Not measured on a GPU yet:
-              `python -m benchmarks.gpu_suite --parts optimise` compares it with eager and compiled.
+              forward and one for the backward, so a layer's chain is one host call each way. A layer captures once
+              per window count (rounded up to a multiple of 16 windows), batch size, dtype and grad mode, and keeps
+              its last 2 captures, so batches of one length and size (`padding="max_length"`) let one capture serve
+              a whole run. Off CUDA and under gradient checkpointing the chain runs compiled, with a warning; so
+              does, silently, a forward through a layer whose last capture still waits for its backward. Not timed
+              on a GPU yet.
+        window_block (`str`, defaults to `"ran"`): the block each layer runs on a window `[cell; tokens]`: `"ran"`, the
+            authors' block (concat norm, rotary PosMHA with swish projections, GLU residual, SN; eqs. 3-6). The cell
+            chain, memory review, pooling, the heads and the cache are the same for every block.
 
     Every value is checked by `validate_architecture` (`ValueError` naming the field and the allowed values) on
     construction and `from_pretrained`, and on every later assignment (`config.window_size = 0` raises there, and
@@ -133,6 +128,7 @@ class RANConfig(PreTrainedConfig):
     use_cache: bool = True
     sparse_prediction: bool = False
     chain_implementation: Literal["eager", "compiled", "cuda_graphs"] = "eager"
+    window_block: Literal["ran"] = "ran"
 
     def __post_init__(self, **kwargs):
         legacy_pooler_mode = _legacy_pooler_mode(kwargs.pop("pooler_type", None), kwargs.pop("pooler_pooling", None))
@@ -158,7 +154,19 @@ class RANConfig(PreTrainedConfig):
             value = float(value)
         if name in _FIELD_CHECKS and self.__dict__.get("_post_init_done"):
             _FIELD_CHECKS[name](name, value)
+        if name in BUILD_FIELDS and _BUILT_CONFIGS.get(id(self)) is self and value != self.__dict__.get(name):
+            raise ValueError(
+                f"RANConfig: `{name}` is fixed once a model is built from this config (its modules were made with "
+                f"{name}={self.__dict__.get(name)!r}), so this assignment would be silently ignored. Build a new model "
+                f"with it: `AutoModel.from_pretrained(path, {name}={value!r})`, or `ModelClass(config)` with "
+                f"`config = RANConfig(**{{**model.config.to_dict(), {name!r}: {value!r}}})`."
+            )
         super().__setattr__(name, value)
+
+    def mark_built(self) -> None:
+        """Called by a model built from this config: from now on an assignment to a field in `BUILD_FIELDS` raises
+        (fields that a forward reads, such as `window_size` or `chain_implementation`, stay assignable)."""
+        _BUILT_CONFIGS[id(self)] = self
 
     def validate_architecture(self):
         """Raise a `ValueError` naming the first invalid field: the one place of RANConfig's checks (each field's
@@ -219,6 +227,16 @@ class RANConfig(PreTrainedConfig):
         """A = H * d, the width of the window attention's q, k and v."""
         return self.num_attention_heads * self.attention_head_size
 
+
+# Fields a model reads only when it builds its modules (sizes, activations, dropout and norm constants, which
+# modules exist, the pooler): assigning one on the config of a built model would change nothing, so it raises.
+# (`vocab_size` is not one: `resize_token_embeddings` resizes the modules and then sets it.)
+BUILD_FIELDS = frozenset((
+    "hidden_size", "num_hidden_layers", "num_attention_heads", "attention_head_size", "hidden_act",
+    "hidden_dropout_prob", "attention_probs_dropout_prob", "layer_norm_eps", "rope_theta", "use_memory_review",
+    "use_rotary", "memory_review_residual", "pooler_mode", "window_block",
+))
+_BUILT_CONFIGS = weakref.WeakValueDictionary()  # id(config) -> config, for the configs that built a model
 
 # `Literal` fields and their allowed values, and the float fields that also take an integer literal (`1` for `1.0`)
 _CHOICE_FIELDS = {

@@ -128,17 +128,17 @@ def _layer_weights(released: _ReleasedWeights, src: str, rotary: np.ndarray) -> 
     are permuted inside each head (`rotary`) so that half-split rotary gives the authors' interleaved scores."""
     attention = f"{src}/encode-attn"
     modules = {
-        "window_attention.qkv": _stacked(released.linear(f"{attention}/dense-q", rotary),
+        "window_block.qkv": _stacked(released.linear(f"{attention}/dense-q", rotary),
                                          released.linear(f"{attention}/dense-k", rotary),
                                          released.linear(f"{attention}/dense-v")),
-        "window_attention.o": released.linear(f"{attention}/dense-o"),
-        "window_attention.glu.proj": released.glu(f"{attention}/glu"),
-        "window_attention.norm": released.norm(f"{attention}/layernorm"),
+        "window_block.o": released.linear(f"{attention}/dense-o"),
+        "window_block.glu.proj": released.glu(f"{attention}/glu"),
+        "window_block.norm": released.norm(f"{attention}/layernorm"),
         "cell_initializer": released.linear(f"{src}/cell-initializer"),
         "cell_initializer_norm": released.norm(f"{src}/cell-initializer-layernorm"),
         "cell_glu.proj": released.glu(f"{src}/cell-glu"),
         "cell_residual_norm": released.norm(f"{src}/cell-residual-layernorm"),
-        "concat_norm": released.norm(f"{src}/concat-layernorm"),
+        "window_block.input_norm": released.norm(f"{src}/concat-layernorm"),
     }
     review = f"{src}/output-attn"
     if f"{review}/dense-q/kernel" in released:  # memory review

@@ -56,7 +56,7 @@ def check_export_path(causal: bool) -> None:
 # misspelt `attn_mask=` would otherwise run unmasked. Keywords RAN cannot honour get a hint.
 _KWARG_HINTS = {
     "position_ids": "RAN's positions are rotary and restart in every window; there are no position ids",
-    "past_key_values": "RAN's recurrent state is passed as `cache`",
+    "past_key_values": "RAN's recurrent state is passed as `cache`, to RANModel and RANForCausalLM only",
     "head_mask": "RAN has no head mask",
     "is_causal": "the class decides the mode: RANForCausalLM is causal, the task heads are bidirectional",
     **{name: "RAN windows each row by its `attention_mask`; packed sequences are not supported"

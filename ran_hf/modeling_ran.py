@@ -13,18 +13,18 @@ Equation numbers refer to the paper. Numerically the bidirectional encoder repro
 * every row is split into windows by its own real length; pads never touch the cell, memory review or pooling,
   so outputs do not depend on padding or batch-mates;
 * the causal mode ([`RANForCausalLM`]) lets the cell read its whole window, so context crosses windows, and keeps
-  every output independent of later tokens (see `RANModel.forward`).
+  every output independent of later tokens (see [`RANModel`]).
 
 Fast path: all token projections and all windows' attention run batched over the windows; only the cell chain
-(a few D x D mat-vecs per window) is sequential. Where each token sits on the window grid (index arithmetic, no
-parameters) is worked out in `window_layout.py`; the argument checks live in `input_checks.py`.
+(a few D x D mat-vecs per window) is sequential, and how it runs (an eager loop, a traced loop, compiled blocks, CUDA
+graphs) is `cell_chain.py`'s. Where each token sits on the window grid (index arithmetic, no parameters) is worked
+out in `window_layout.py`, the causal state and its cache are in `cache_ran.py`, and the argument checks in
+`input_checks.py`.
 """
 
 import contextlib
-import functools
 import math
-import weakref
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
@@ -33,7 +33,6 @@ from torch import nn
 
 from transformers import initialization as init
 from transformers.activations import ACT2FN
-from transformers.cache_utils import Cache, CacheLayerMixin
 from transformers.generation import GenerationMixin
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
@@ -46,7 +45,10 @@ from transformers.modeling_outputs import (
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, PreTrainedModel
 from transformers.processing_utils import Unpack
 from transformers.utils import ModelOutput, TransformersKwargs, can_return_tuple, logging
+from transformers.utils.deprecation import deprecate_kwarg
 
+from .cache_ran import RANCache, RANLayerState
+from .cell_chain import ChainWindows, run_cell_chain
 from .configuration_ran import RANConfig
 from .input_checks import (
     answer_positions,
@@ -57,15 +59,7 @@ from .input_checks import (
     check_sequence_labels,
     is_compiling,
 )
-from .window_layout import (
-    OpenWindowWrites,
-    RANWindowLayout,
-    pick_window,
-    run_chain,
-    run_chain_stacked,
-    run_chain_while_loop,
-    window_chunks,
-)
+from .window_layout import RANWindowLayout
 
 
 logger = logging.get_logger(__name__)
@@ -80,17 +74,6 @@ def _cat(tensors: list[torch.Tensor], dim: int) -> torch.Tensor:
     """`torch.cat`, without a copy for a single tensor."""
     return torch.cat(tensors, dim) if len(tensors) > 1 else tensors[0]
 
-
-def _stack(tensors: list[torch.Tensor], dim: int) -> torch.Tensor:
-    """`torch.stack`, without a copy for a single tensor."""
-    return torch.stack(tensors, dim) if len(tensors) > 1 else tensors[0].unsqueeze(dim)
-
-
-def _row_major(x: torch.Tensor) -> torch.Tensor:
-    """A copy with fresh row-major strides. The compiled chain's inputs go through this: a window's (or a block's)
-    strides then do not depend on the number of windows (a new stride recompiles the step; `contiguous()` would
-    keep a size-1 axis's stride)."""
-    return x.clone(memory_format=torch.contiguous_format)
 
 
 def _autocast_disabled(device_type: str):
@@ -235,13 +218,29 @@ class RANEmbeddings(nn.Module):
         return self.dropout(self.norm(inputs_embeds))
 
 
-class RANWindowAttention(nn.Module):
-    """`PosMHA` of a window with the cell as its first row (paper eqs. 3-5; the authors' `encode-attn`), then the
-    output `SN(norm(act(o) + GLU(z)))`: the GLU residual of the attention input `z` and the standard normalisation
-    (eq. 6). q, k, v and the output projection all carry an activation (swish).
+class WindowRows(NamedTuple):
+    """A window block's projection of rows (`project`): the normed rows `z` (..., D) and their queries, keys and
+    values (..., H, d); per chunk of windows (B, m, C, ...), the keys and values with a continued window's earlier
+    slots in front (B, m, P + C, H, d)."""
 
-    `project` stands apart from `forward` because the fast path needs every token's key before any attention runs:
-    the cell chain reads a window's keys, and the window's tokens then read the cell's key.
+    normed: torch.Tensor
+    queries: torch.Tensor
+    keys: torch.Tensor
+    values: torch.Tensor
+
+
+class RANWindowBlock(nn.Module):
+    """The authors' window block (`config.window_block="ran"`): `PosMHA` of a window with the cell as its first
+    row (paper eqs. 3-5; the authors' `encode-attn`), then the output `SN(norm(act(o) + GLU(z)))`, the GLU residual
+    of the attention input `z` and the standard normalisation (eq. 6). The rows are normed first (the concat norm);
+    q, k, v and the output projection all carry an activation (swish); rotary positions put the cell at 0 and a
+    window's tokens at 1..W.
+
+    A window block has a small interface, which the layer calls in this order:
+    * `project(rows, positions)`: the normed rows and their queries, keys and values, for every token at once;
+    * `cell_step(s, keys, values, key_mask)`: the cell row of one window, `[s; window]` attended, eqs. 3-6;
+    * `forward(...)`: the token rows of all windows, with the cells' keys and values in front.
+    The cell chain, memory review, pooling, the heads and the cache do not depend on which block runs.
     """
 
     is_causal = False  # masks are always explicit
@@ -252,32 +251,50 @@ class RANWindowAttention(nn.Module):
         self.num_heads = config.num_attention_heads
         self.head_size = config.attention_head_size
         self.scaling = self.head_size**-0.5
+        self.input_norm = RANNorm(config.hidden_size, config.layer_norm_eps)
         self.qkv = nn.Linear(config.hidden_size, 3 * config.all_head_size)
         self.o = nn.Linear(config.all_head_size, config.hidden_size)
         self.glu = RANGLU(config.hidden_size)
         self.norm = RANNorm(config.hidden_size, config.layer_norm_eps)
         self.act = ACT2FN[config.hidden_act]
+        self.rotary = RANRotaryEmbedding(config) if config.use_rotary else None
         self.attention_dropout = config.attention_probs_dropout_prob
-        self.hidden_dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
         self.eps = config.layer_norm_eps
 
-    def project(self, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(..., D) -> q, k, v, each (..., H, d), activation applied, not rotated."""
-        qkv = self.act(self.qkv(z)).unflatten(-1, (3, self.num_heads, self.head_size))
-        return qkv.unbind(-3)
+    def project(self, rows: torch.Tensor, positions: torch.Tensor | None = None) -> WindowRows:
+        """Rows (..., D) -> their normed values and q, k, v (..., H, d) with the activation applied, rotated to
+        `positions` (broadcast over the rows' leading axes; None: not rotated, as the cell at position 0)."""
+        z = self.dropout(self.input_norm(rows))
+        q, k, v = self.act(self.qkv(z)).unflatten(-1, (3, self.num_heads, self.head_size)).unbind(-3)
+        if positions is not None and self.rotary is not None:
+            cos, sin = self.rotary(positions, z.dtype)
+            q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        return WindowRows(z, q, k, v)
+
+    def cell_step(
+        self, s: torch.Tensor, window_keys: torch.Tensor, window_values: torch.Tensor,
+        window_key_mask: torch.Tensor | None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The cell row of `[s_{i-1}; window]` (eqs. 3-6): s (B, D) the incoming cell; window_keys, window_values
+        (B, K, H, d) and window_key_mask (B, K) the window's tokens'. Returns `c_i` (B, D) and the cell row's key and
+        value (B, H, d), which the window's tokens read."""
+        cell = self.project(s[:, None])
+        keys = torch.cat([cell.keys, window_keys], dim=1)
+        values = torch.cat([cell.values, window_values], dim=1)
+        mask = None
+        if window_key_mask is not None:
+            mask = torch.cat([window_key_mask.new_ones(s.shape[0], 1), window_key_mask], dim=1)[:, None, :]
+        c = self(cell.normed, cell.queries, keys, values, mask)[0][:, 0]
+        return c, cell.keys[:, 0], cell.values[:, 0]
 
     def forward(
         self, z: torch.Tensor, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
         mask: torch.Tensor | None, output_attentions: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """
-        Args:
-            z: (..., Q, D) the normed rows whose queries are `query`; N = prod(z.shape[:-2]) attention rows.
-            query: (N, Q, H, d); key, value: (N, K, H, d); mask: bool (N, Q|1, K), True = attend, or None.
-        Returns:
-            (..., Q, D) the output rows (eq. 6) and, with `output_attentions` (eager), the probabilities
-            (N, H, Q, K).
-        """
+        """z (..., Q, D) the normed rows whose queries are `query`, N = prod(z.shape[:-2]) attention rows; query
+        (N, Q, H, d); key, value (N, K, H, d); mask bool (N, Q|1, K), True = attend, or None. Returns (..., Q, D) the
+        output rows (eq. 6, dropout applied) and, with `output_attentions` (eager), the probabilities (N, H, Q, K)."""
         implementation = "eager" if output_attentions else self.config._attn_implementation
         if implementation not in SUPPORTED_ATTENTION:
             raise ValueError(
@@ -296,8 +313,12 @@ class RANWindowAttention(nn.Module):
             self, query, key, value, mask, scaling=self.scaling, is_causal=False,
             dropout=self.attention_dropout if self.training else 0.0,
         )
-        out = self.hidden_dropout(self.act(self.o(attended.reshape(*z.shape[:-1], -1))))
-        return standard_normalize(self.norm(out + self.glu(z)), self.eps), probs
+        out = self.dropout(self.act(self.o(attended.reshape(*z.shape[:-1], -1))))
+        return self.dropout(standard_normalize(self.norm(out + self.glu(z)), self.eps)), probs
+
+
+# The window blocks `config.window_block` selects.
+WINDOW_BLOCKS = {"ran": RANWindowBlock}
 
 
 class RANMemoryReview(nn.Module):
@@ -331,14 +352,9 @@ class RANMemoryReview(nn.Module):
         self, tokens: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, cell_mask: torch.Tensor,
         output_attentions: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """
-        Args:
-            tokens: (B, N, D) token outputs of the window attention (N tokens, any layout).
-            keys, values: (B, K, D) the cells to review, from `memory`.
-            cell_mask: (B, 1|N, K) bool, True where a token may read a cell.
-        Returns:
-            (B, N, D) reviewed tokens, and the (B, N, K) probabilities when `output_attentions`.
-        """
+        """tokens (B, N, D), the window block's token outputs (any layout); keys, values (B, K, D) of the cells to
+        review, from `memory`; cell_mask (B, 1|N, K) bool, True where a token may read a cell. Returns (B, N, D)
+        reviewed tokens, and the (B, N, K) probabilities when `output_attentions`."""
         query = self.act(self.q(tokens))
         scores = torch.matmul(query, keys.transpose(-1, -2)) / math.sqrt(query.shape[-1])
         scores = scores.masked_fill(~cell_mask, torch.finfo(scores.dtype).min)
@@ -351,120 +367,6 @@ class RANMemoryReview(nn.Module):
         return self.norm(out), (probs if output_attentions else None)
 
 
-@dataclass
-class RANLayerState:
-    """Recurrent state of one causal RAN layer between calls; all tensors are per row.
-
-    Attributes:
-        cell: (B, D) incoming cell `s` of the open (unfinished) window.
-        previous_cell: (B, D) pre-residual cell `c` of the last finished window (used by the residual, eq. 7).
-        has_previous: (B,) bool, whether a window has finished (no residual after the first window).
-        window_keys, window_values: (B, W, H, d) rotated keys and values of the open window's tokens.
-        window_length: (B,) tokens in the open window (< W).
-        review_keys, review_values: (B, K, D) memory-review keys and values of `[s_0, c_1, .., c_m]`.
-        review_length: (B,) valid entries of the review history (1 + finished windows).
-        open_cell_key, open_cell_value: (B, H, d) the key and value of `cell` that the open window's tokens read,
-            kept between decoding steps inside one window; None until a call has projected them (after a commit).
-    """
-
-    cell: torch.Tensor
-    previous_cell: torch.Tensor
-    has_previous: torch.Tensor
-    window_keys: torch.Tensor
-    window_values: torch.Tensor
-    window_length: torch.Tensor
-    review_keys: torch.Tensor
-    review_values: torch.Tensor
-    review_length: torch.Tensor
-    open_cell_key: torch.Tensor | None = None
-    open_cell_value: torch.Tensor | None = None
-
-    @classmethod
-    def start(cls, cell: torch.Tensor, review_key_value: tuple[torch.Tensor, torch.Tensor], window_size: int,
-              num_heads: int, head_size: int) -> "RANLayerState":
-        """The state before any token: cell `s_0` (B, D), an empty window, review history `[s_0]`."""
-        batch_size = cell.shape[0]
-        window = cell.new_zeros(batch_size, window_size, num_heads, head_size)
-        count = torch.zeros(batch_size, dtype=torch.long, device=cell.device)
-        return cls(cell=cell, previous_cell=torch.zeros_like(cell), has_previous=count.bool(), window_keys=window,
-                   window_values=window.clone(), window_length=count, review_keys=review_key_value[0],
-                   review_values=review_key_value[1], review_length=count + 1)
-
-    def review_mask(self, layout: RANWindowLayout, chunk: slice) -> torch.Tensor:
-        """(B, m*C, K + n) bool: a token of window i reads the history and the cells of this call's windows < i.
-        Every layer's state has committed the same windows, so the layers of one forward share one mask."""
-        key = ("review_mask", chunk.start, chunk.stop, self.review_keys.shape[1])
-        return layout.once(key, self._review_mask, layout, chunk)
-
-    def _review_mask(self, layout: RANWindowLayout, chunk: slice) -> torch.Tensor:
-        device = self.review_length.device
-        history = torch.arange(self.review_keys.shape[1], device=device)[None, :] < self.review_length[:, None]
-        window_of_slot = torch.arange(chunk.start, chunk.stop, device=device).repeat_interleave(layout.window_capacity)
-        earlier = torch.arange(layout.review_entries, device=device)[None, :] < window_of_slot[:, None]
-        batch_size = history.shape[0]
-        return torch.cat([history[:, None, :].expand(-1, len(window_of_slot), -1),
-                          earlier[None].expand(batch_size, -1, -1)], dim=-1)
-
-    def advance(self, layout: RANWindowLayout, chain: "RANCellChain", keys: torch.Tensor,
-                values: torch.Tensor) -> "RANLayerState":
-        """The state after this call: keep the open window's keys, and commit the windows it finished.
-
-        Args:
-            chain: this call's cell chain (`RANCellChain`: cells, passed cells, cell keys and values, review memory).
-            keys, values: (B, n, P + C, H, d) each window's keys and values (past slots first).
-        """
-        writes = layout.open_window_writes()
-        state = self._keep_open_window(layout, writes, keys, values)
-        if layout.no_window_finishes:  # the cell stays, and so do the key and value its window's tokens read
-            return replace(state, open_cell_key=chain.cell_keys[:, 0], open_cell_value=chain.cell_values[:, 0])
-        return state._commit(layout, writes, chain.cells, chain.passed_cells, *chain.review_memory)
-
-    def _keep_open_window(self, layout: RANWindowLayout, writes: OpenWindowWrites, keys: torch.Tensor,
-                          values: torch.Tensor) -> "RANLayerState":
-        """This state with the open window holding its tokens' keys and values: the past slots (when it is window 0),
-        then its new slots (`writes`; slots past the window length are masked)."""
-        new_slots = [pick_window(t, writes.open_window, writes.rows)[:, layout.num_past:][writes.slot_mask]
-                     for t in (keys, values)]
-        window_keys = self.window_keys.to(keys.dtype).index_put(writes.cache_index, new_slots[0])
-        window_values = self.window_values.to(values.dtype).index_put(writes.cache_index, new_slots[1])
-        return replace(self, window_keys=window_keys, window_values=window_values, window_length=writes.window_length)
-
-    def _commit(self, layout: RANWindowLayout, writes: OpenWindowWrites, cells: torch.Tensor,
-                passed_cells: torch.Tensor, review_keys: torch.Tensor, review_values: torch.Tensor) -> "RANLayerState":
-        """This state with each row's `writes.finished` windows committed: the last one's cells become the row's cell
-        and previous cell, and their review keys and values are appended to the row's history. The new history's
-        size is read from the device once per forward: every layer commits the same windows."""
-        rows, finished = writes.rows, writes.finished
-        last = (finished - 1).clamp(min=0)
-        done = (finished > 0)[:, None]
-        cell = torch.where(done, pick_window(passed_cells, last, rows), self.cell)
-        previous_cell = torch.where(done, pick_window(cells, last, rows), self.previous_cell)
-        # review history: row b keeps its entries [0, review_length) and appends its `finished` new cells
-        history_size = self.review_keys.shape[1]
-        review_length = self.review_length + finished
-        new_size = layout.once(("review_size", history_size), lambda: int(review_length.max()))
-        position = torch.arange(new_size, device=cells.device)[None, :]
-        source = torch.where(position < self.review_length[:, None], position,
-                             history_size + position - self.review_length[:, None])
-        source = source.clamp(max=history_size + review_keys.shape[1] - 1)
-        source = source[..., None].expand(-1, -1, review_keys.shape[-1])
-        all_keys = torch.cat([self.review_keys.to(review_keys.dtype), review_keys], 1)
-        all_values = torch.cat([self.review_values.to(review_values.dtype), review_values], 1)
-        return replace(self, cell=cell, previous_cell=previous_cell, has_previous=self.has_previous | done[:, 0],
-                       review_keys=torch.gather(all_keys, 1, source),
-                       review_values=torch.gather(all_values, 1, source), review_length=review_length,
-                       open_cell_key=None, open_cell_value=None)
-
-    def map_batch(self, fn) -> "RANLayerState":
-        """A new state with `fn` applied to every tensor along the batch axis (beam reorder, repeat, select)."""
-        values = {name: getattr(self, name) for name in self.__dataclass_fields__}
-        return RANLayerState(**{name: None if value is None else fn(value) for name, value in values.items()})
-
-    def num_bytes(self) -> int:
-        tensors = [getattr(self, name) for name in self.__dataclass_fields__]
-        return sum(tensor.numel() * tensor.element_size() for tensor in tensors if tensor is not None)
-
-
 class RANLayerOutput(NamedTuple):
     """What a [`RANLayer`] returns (gradient checkpointing with `use_reentrant=True` hands it back as a plain tuple
     in this order)."""
@@ -475,19 +377,6 @@ class RANLayerOutput(NamedTuple):
     state: "RANLayerState | None"  # causal: the state after this input
     window_attentions: torch.Tensor | None  # (B, n, H, C, 1+P+C) with `output_attentions`
     review_attentions: torch.Tensor | None  # (B, n*C, K) with `output_attentions` and memory review
-
-
-@dataclass
-class RANWindowProjections:
-    """Step 1 of a layer, per chunk of windows (`RANLayer.window_chunks`): the normed rows `z` (B, m, C, D), rotated
-    queries (B, m, C, H, d), keys and values (B, m, P + C, H, d), and the key mask (B, n, P + C) of all windows, or
-    None when every key is real."""
-
-    normed: list[torch.Tensor]
-    queries: list[torch.Tensor]
-    keys: list[torch.Tensor]
-    values: list[torch.Tensor]
-    key_mask: torch.Tensor | None
 
 
 @dataclass
@@ -513,14 +402,13 @@ class RANLayer(GradientCheckpointingLayer):
         s_i          = c_1 if i == 1 else norm(c_i + GLU(c_{i-1}))        eq. 7, residual of the pre-residual cell
         out          = MemoryReview(Y, [c_1 .. c_n])                      eqs. 8-9
 
-    One schedule serves the bidirectional, causal and incremental modes:
-    1. the row norm and q/k/v of every token of every window at once (rotary at the slots' window positions);
-    2. the cell chain, sequential over windows (`chain_step`): the cell row's q/k/v and its attention over the
-       window's precomputed keys, then eq. 7;
-    3. all windows' token attention as one batched attention call with the cell key/value prepended, then
-       memory review. On CPU, 1 and 3 run over chunks of about `window_layout.CPU_TOKEN_CHUNK` tokens (whole windows).
-    The modes differ in the layout's key mask (causal inside a window), the review mask (causal: the history and
-    earlier windows only), the window merge (bidirectional only) and the state commit (causal only).
+    The window block (`window_block`, chosen by `config.window_block`) computes the first three lines; the layer
+    runs them in the order that lets every window but the cell chain run at once:
+    1. `project_windows`: the block's projection of every token of every window;
+    2. `run_cell_chain`: the cell chain, sequential over windows (`chain_window`, run by `cell_chain.py`);
+    3. `attend_tokens`: the block's token rows of all windows at once, then memory review.
+    On CPU, 1 and 3 run over chunks of about `window_layout.CPU_TOKEN_CHUNK` tokens (whole windows). The modes
+    differ in the layout's masks, the window merge (bidirectional only) and the state commit (causal only).
     """
 
     def __init__(self, config: RANConfig, layer_idx: int):
@@ -528,8 +416,7 @@ class RANLayer(GradientCheckpointingLayer):
         self.config = config
         self.layer_idx = layer_idx
         hidden_size = config.hidden_size
-        self.concat_norm = RANNorm(hidden_size, config.layer_norm_eps)
-        self.window_attention = RANWindowAttention(config)
+        self.window_block = WINDOW_BLOCKS[config.window_block](config)
         self.cell_initializer = nn.Linear(hidden_size, hidden_size, bias=False)
         self.cell_initializer_norm = RANNorm(hidden_size, config.layer_norm_eps)
         self.cell_glu = RANGLU(hidden_size)
@@ -540,120 +427,55 @@ class RANLayer(GradientCheckpointingLayer):
             self.output_norm = RANNorm(hidden_size, config.layer_norm_eps)
         self.act = ACT2FN[config.hidden_act]
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
-        self.rotary = RANRotaryEmbedding(config) if config.use_rotary else None
 
     def initial_cell(self, cell: torch.Tensor | None, batch_size: int, like: torch.Tensor) -> torch.Tensor:
         """`s_0` per row: a given non-zero cell is used as it is; a zero or missing one goes through the cell
-        initializer, `norm(act(c W_init))` (which is the norm's bias for a zero cell). The authors decide this for
-        the whole batch at once; here it is decided per row."""
+        initializer, `norm(act(c W_init))` (which is the norm's bias for a zero cell)."""
         zero = like.new_zeros(batch_size, self.config.hidden_size)
-        projected = self.cell_initializer(zero if cell is None else cell)
-        initialized = self.dropout(self.cell_initializer_norm(self.act(projected)))
+        initialized = self.dropout(self.cell_initializer_norm(self.act(self.cell_initializer(
+            zero if cell is None else cell))))
         if cell is None:
             return initialized
-        is_zero = (cell == 0).all(-1, keepdim=True)
-        return torch.where(is_zero, initialized, cell.to(initialized.dtype))
+        return torch.where((cell == 0).all(-1, keepdim=True), initialized, cell.to(initialized.dtype))
 
     def initial_state(self, cell: torch.Tensor | None, batch_size: int, like: torch.Tensor) -> RANLayerState:
         """The causal state before any token: `s_0` from the cell initializer, an empty window, history `[s_0]`."""
-        s0 = self.initial_cell(cell, batch_size, like)
-        attention = self.window_attention
-        return RANLayerState.start(s0, self._review_memory(s0[:, None]), self.config.window_size,
-                                   attention.num_heads, attention.head_size)
+        s0, block = self.initial_cell(cell, batch_size, like), self.window_block
+        return RANLayerState.start(s0, self.review_memory(s0[:, None]), self.config.window_size, block.num_heads,
+                                   block.head_size)
 
-    def _review_memory(self, cells: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def review_memory(self, cells: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """cells (B, K, D) -> memory-review keys and values (B, K, D) each (width 0 without memory review)."""
         if not self.config.use_memory_review:
-            empty = cells[..., :0]
-            return empty, empty
+            return cells[..., :0], cells[..., :0]
         return self.memory_review.memory(cells)
 
-    def _project(self, x: torch.Tensor, cos_sin: tuple[torch.Tensor, torch.Tensor] | None = None):
-        """Rows (..., D) -> z (normed input, ..., D) and q, k, v (..., H, d), rotated by `cos_sin` if given (the
-        cell, at position 0, is not rotated)."""
-        z = self.dropout(self.concat_norm(x))
-        q, k, v = self.window_attention.project(z)
-        if cos_sin is not None:
-            q, k = apply_rotary(q, *cos_sin), apply_rotary(k, *cos_sin)
-        return z, q, k, v
-
-    def _next_cell(self, c: torch.Tensor, previous_c: torch.Tensor, has_previous: torch.Tensor) -> torch.Tensor:
+    def next_cell(self, c: torch.Tensor, previous_c: torch.Tensor, has_previous: torch.Tensor) -> torch.Tensor:
         """eq. 7: `s_i = norm(c_i + GLU(c_{i-1}))`, or `c_i` itself after a row's first window."""
         if not self.config.use_cell_residual:
             return c
         residual = self.cell_residual_norm(c + self.cell_glu(previous_c))
         return torch.where(has_previous[:, None], residual, c)
 
-    def chain_step(
-        self, s: torch.Tensor, previous_c: torch.Tensor, has_previous: torch.Tensor, window_keys: torch.Tensor,
-        window_values: torch.Tensor, window_key_mask: torch.Tensor | None,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """One window of the cell chain: the cell row of `[s_{i-1}; window]` (eqs. 3-6) and eq. 7.
-
-        Args:
-            s, previous_c: (B, D) incoming cell `s_{i-1}` and the pre-residual cell `c_{i-1}`; has_previous (B,).
-            window_keys, window_values: (B, K, H, d) the window's token keys and values; window_key_mask (B, K).
-        Returns:
-            c_i (B, D), s_i (B, D), and the cell row's key and value (B, H, d), which the window's tokens read.
-        """
-        z_cell, q_cell, k_cell, v_cell = self._project(s[:, None])
-        keys = torch.cat([k_cell, window_keys], dim=1)
-        values = torch.cat([v_cell, window_values], dim=1)
-        mask = None
-        if window_key_mask is not None:
-            mask = torch.cat([window_key_mask.new_ones(s.shape[0], 1), window_key_mask], dim=1)[:, None, :]
-        c = self.dropout(self.window_attention(z_cell, q_cell, keys, values, mask)[0])[:, 0]
-        return c, self._next_cell(c, previous_c, has_previous), k_cell[:, 0], v_cell[:, 0]
-
-    def _chain_window(self, carry, window):
-        """The body of the chain loop (`run_chain`, or `run_chain_while_loop` under compile / export): `chain_step`,
-        then the carry advances on the rows that have window i. `window` holds the per-window inputs of
-        `run_cell_chain` (anything after the sixth, the window index, is not read)."""
+    def chain_window(self, carry, window):
+        """One window of the cell chain (the `step` of `cell_chain.py`): the cell row (eqs. 3-6, `cell_step`) and
+        eq. 7, then the carry `(s, c)` advances on the rows that have the window."""
         s, previous_c = carry
-        keys, values, key_mask, valid, has_previous, drop_passed = window[:6]
-        c, new_s, k_cell, v_cell = self.chain_step(s, previous_c, has_previous, keys, values, key_mask)
+        keys, values, key_mask, valid, has_previous, drop_passed = window
+        c, k_cell, v_cell = self.window_block.cell_step(s, keys, values, key_mask)
+        new_s = self.next_cell(c, previous_c, has_previous)
         if drop_passed is not None:  # the authors drop out the passed cell in every window but a row's last
             new_s = torch.where(drop_passed[:, None], self.dropout(new_s), new_s)
         if valid is None:
-            s, previous_c = new_s, c
-        else:
-            s = torch.where(valid[:, None], new_s, s)
-            previous_c = torch.where(valid[:, None], c, previous_c)
+            return (new_s, c), (c, new_s, k_cell, v_cell)
+        s, previous_c = torch.where(valid[:, None], new_s, s), torch.where(valid[:, None], c, previous_c)
         return (s, previous_c), (c, s, k_cell, v_cell)
 
-    def _chain_windows(self, carry, windows):
-        """`_chain_window` over a block of windows, unrolled: `windows` holds the per-window inputs of
-        `_chain_window` cut to (k, ...) windows first (or None); returns the carry after the block and the outputs
-        stacked windows first, (k, ...)."""
-        return run_chain_stacked(self._chain_window, carry, windows)
-
-    def _compiled_chain_window(self, carry, window):
-        """`_chain_window` through the process-wide compiled function (`config.chain_implementation="compiled"`);
-        the window index is left out so that it never becomes part of the graph."""
-        return compiled_chain_window()(self, carry, window[:6])
-
-    def _compiled_chain_windows(self, carry, windows):
-        """`_chain_windows` through the process-wide compiled function: `COMPILED_CHAIN_BLOCK` windows per call."""
-        return compiled_chain_windows()(self, carry, windows[:6])
-
-    def forward(
-        self,
-        hidden_states: torch.Tensor,
-        cell: torch.Tensor | None = None,
-        state: RANLayerState | None = None,
-        *,
-        layout: RANWindowLayout,
-        output_attentions: bool = False,
-    ) -> RANLayerOutput:
-        """
-        Args:
-            hidden_states: (B, n, C, D) tokens on the window grid of `layout`.
-            cell: (B, D) incoming cell (bidirectional: the previous layer's last cell or the user's `initial_cell`;
-                causal: the user's `initial_cell` of a fresh state), or None.
-            state: causal mode (`layout.causal`): the state this input continues; None starts a fresh one.
-        Returns:
-            [`RANLayerOutput`] (a tuple of tensors and the state, so that every gradient-checkpointing mode tracks
-            them).
-        """
+    def forward(self, hidden_states: torch.Tensor, cell: torch.Tensor | None = None, state: RANLayerState | None = None,
+                *, layout: RANWindowLayout, output_attentions: bool = False) -> RANLayerOutput:
+        """hidden_states (B, n, C, D) on the window grid of `layout`; cell (B, D) incoming (bidirectional: the
+        previous layer's last cell or the user's `initial_cell`; causal: the `initial_cell` of a fresh state) or
+        None; state: causal mode, the state this input continues (None starts one). Returns [`RANLayerOutput`]."""
         if layout.causal and state is None:
             state = self.initial_state(cell, hidden_states.shape[0], hidden_states)
         windows = self.project_windows(hidden_states, layout, state)  # 1. eqs. 3-5 inputs, all tokens at once
@@ -662,222 +484,99 @@ class RANLayer(GradientCheckpointingLayer):
             windows, chain, layout, state, output_attentions)
         last_cell = chain.last_cell
         if state is not None:
-            state = state.advance(layout, chain, _cat(windows.keys, 1), _cat(windows.values, 1))
+            state = state.advance(layout, chain, _cat([w.keys for w in windows], 1),
+                                  _cat([w.values for w in windows], 1))
             last_cell = state.cell  # the cell the open window starts from
         return RANLayerOutput(tokens, last_cell, chain.cells, state, window_probs, review_probs)
 
-    def _reviewed_memory(self, chain: RANCellChain, state: RANLayerState | None) -> tuple[torch.Tensor, torch.Tensor]:
-        """The review keys and values (B, K, D) the call's tokens read: the call's windows' (bidirectional), or the
-        history followed by them (causal); the history alone, in the dtype a projection would have, when no window
-        of the call has an entry (a decoding step inside a window)."""
-        if state is None:
-            return chain.review_memory
-        history = (state.review_keys, state.review_values)
-        if chain.review_memory is None:
-            dtype = _linear_output_dtype(self.memory_review.kv.weight)
-            return tuple(t.to(dtype) for t in history)
-        return tuple(torch.cat([old.to(new.dtype), new], 1) for old, new in zip(history, chain.review_memory))
-
-    @staticmethod
-    def window_chunks(layout: RANWindowLayout, device: torch.device) -> list[slice]:
-        """Slices of the window axis that steps 1 and 3 process together (`window_layout.window_chunks`); a static
-        layout (compile / export) has a symbolic number of windows: one chunk."""
-        if layout.static:
-            return [slice(0, layout.num_windows)]
-        return window_chunks(layout.num_windows, layout.window_capacity, device)
-
     def project_windows(
         self, hidden_states: torch.Tensor, layout: RANWindowLayout, state: RANLayerState | None
-    ) -> RANWindowProjections:
-        """Step 1: the row norm and q/k/v of every token of every window (in chunks of windows on CPU), rotary at
-        the slots' window positions; a continued open window's earlier keys (from `state`) go in front."""
-        chunks = self.window_chunks(layout, hidden_states.device)
+    ) -> list[WindowRows]:
+        """Step 1, per chunk of windows: the block's rows (B, m, C, ...) at the slots' window positions; a continued
+        open window's earlier keys and values (from `state`) go in front of each window's, (B, m, P + C, H, d)."""
+        chunks = layout.window_chunks()
         sizes = [chunk.stop - chunk.start for chunk in chunks]
-        cos_sin = [None] * len(chunks)
-        if self.rotary is not None:
-            positions = layout.rotary_positions()
-            cos, sin = layout.once(("rotary", hidden_states.dtype), self.rotary, positions, hidden_states.dtype)
-            cos_sin = [(cos, sin)] * len(chunks)
-            if positions.dim() > 1:  # per window (continuing an open window): split like the windows
-                cos_sin = zip(cos.split(sizes, 1), sin.split(sizes, 1))
-        # split and unbind, never slicing inside loops: each slice's backward would zero-fill a full-length
-        # gradient (quadratic in length)
+        positions = layout.rotary_positions()
+        positions = positions.split(sizes, 1) if positions.dim() > 1 else [positions] * len(chunks)
+        # split, never slice inside loops: each slice's backward would zero-fill a full-length gradient
         pieces = hidden_states.split(sizes, dim=1) if len(sizes) > 1 else [hidden_states]
-        normed, queries, keys, values = zip(*(self._project(piece, rotation) for piece, rotation in zip(pieces, cos_sin)))
-        keys, values = list(keys), list(values)
-        if layout.num_past:  # the open window's earlier tokens, from the state, in front of every window's slots
-            for cached, projected in ((state.window_keys, keys), (state.window_values, values)):
-                past = cached[:, None, : layout.num_past].to(hidden_states.dtype)
-                projected[:] = [torch.cat([past.expand(-1, t.shape[1], -1, -1, -1), t], 2) for t in projected]
-        return RANWindowProjections(list(normed), list(queries), keys, values, layout.key_mask())
+        rows = [self.window_block.project(piece, where) for piece, where in zip(pieces, positions)]
+        if not layout.num_past:
+            return rows
+        past_keys, past_values = (t[:, None, :layout.num_past].to(hidden_states.dtype)
+                                  for t in (state.window_keys, state.window_values))
+        return [r._replace(keys=torch.cat([past_keys.expand(-1, r.keys.shape[1], -1, -1, -1), r.keys], 2),
+                           values=torch.cat([past_values.expand(-1, r.values.shape[1], -1, -1, -1), r.values], 2))
+                for r in rows]
 
     def run_cell_chain(
-        self, windows: RANWindowProjections, cell: torch.Tensor | None, state: RANLayerState | None,
+        self, windows: list[WindowRows], cell: torch.Tensor | None, state: RANLayerState | None,
         layout: RANWindowLayout,
     ) -> RANCellChain:
-        """Step 2: the cell chain, sequential over windows and batched over rows. It starts from `state` (causal)
-        or from `initial_cell(cell)`; a row carries its cell only through its own windows.
-
-        The chain runs in the weights' dtype with autocast off. Under bf16 autocast a bf16 cell is rounded at every
-        window, and the rounding compounds through eq. 7 and, through each layer's first cell, through the layers:
-        at base size on 2,048 tokens the last hidden state's relative error against float64 was 0.056 with a bf16
-        chain and 0.020 with a float32 one. The chain is a few mat-vecs per window, so float32 costs little. The
-        cells stay in that dtype; the cell keys and values that the tokens read take the tokens' key dtype."""
-        with _autocast_disabled(windows.keys[0].device.type):
-            cells, passed_cells, cell_keys, cell_values, last_cell = self._run_cell_chain(
-                windows, cell, state, layout, self.cell_initializer.weight.dtype)
-        token_dtype = windows.keys[0].dtype
-        review_memory = None if layout.no_window_finishes else self._review_memory(cells[:, :layout.review_entries])
-        return RANCellChain(cells, passed_cells, cell_keys.to(token_dtype), cell_values.to(token_dtype), last_cell,
-                            review_memory)
-
-    def _run_cell_chain(
-        self, windows: RANWindowProjections, cell: torch.Tensor | None, state: RANLayerState | None,
-        layout: RANWindowLayout, dtype: torch.dtype,
-    ) -> tuple[torch.Tensor, ...]:
-        """`run_cell_chain` in `dtype` (autocast off): cells, passed cells, cell keys, cell values, last cell."""
-        keys = [k.to(dtype) for k in windows.keys]
-        values = [v.to(dtype) for v in windows.values]
-        s, previous_c, has_previous = self._chain_start(cell, state, layout.window_mask.shape[0], keys[0], dtype)
-        per_window = self._chain_masks(windows.key_mask, has_previous, layout, state)
-        if layout.static and (torch.compiler.is_exporting() or not torch.is_grad_enabled()):
-            s, outputs = self._chain_traced(keys, values, per_window, (s, previous_c))
-        else:
-            s, outputs = self._chain_python_loop(keys, values, per_window, (s, previous_c), layout, state)
+        """Step 2: the cell chain, sequential over windows and batched over rows, from `state` (causal) or from
+        `initial_cell(cell)`; a row carries its cell only through its own windows. It runs in the weights' dtype
+        with autocast off: under bf16 autocast a bf16 cell is rounded at every window, and the rounding compounds
+        through eq. 7 and the layers (at base size on 2,048 tokens, the last hidden state's relative error against
+        float64: 0.056 with a bf16 chain, 0.020 with a float32 one). The cell keys and values the tokens read take
+        the tokens' dtype."""
+        token_dtype, dtype = windows[0].keys.dtype, self.cell_initializer.weight.dtype
+        with _autocast_disabled(windows[0].keys.device.type):
+            carry, chain_windows = self.chain_inputs(windows, cell, state, layout, dtype)
+            (s, _), outputs = run_cell_chain(type(self).chain_window, self, carry, chain_windows,
+                                             self.config.chain_implementation, layout.static)
+            if layout.last_window_unfinished:  # not run: only a later call reads its cell, and recomputes it
+                open_window = (torch.zeros_like(s), s, *self.open_cell_key_value(s, state, layout, dtype))
+                open_window = tuple(t.unsqueeze(1) for t in open_window)
+                outputs = open_window if outputs is None else tuple(torch.cat(pair, 1) for pair in zip(outputs, open_window))
         cells, passed_cells, cell_keys, cell_values = outputs
         if layout.cell_mask is not None:
             cells = cells * layout.cell_mask[..., None].to(cells.dtype)
-        return cells, passed_cells, cell_keys, cell_values, s
+        review_memory = None if layout.no_window_finishes else self.review_memory(cells[:, :layout.review_entries])
+        return RANCellChain(cells, passed_cells, cell_keys.to(token_dtype), cell_values.to(token_dtype), s,
+                            review_memory)
 
-    def _chain_start(
-        self, cell: torch.Tensor | None, state: RANLayerState | None, batch_size: int, like: torch.Tensor,
-        dtype: torch.dtype,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Where the chain starts: `s_0` and `c_0` (B, D) in `dtype`, and (B,) whether a row has finished a window
-        before this call; from `state` (causal) or from `initial_cell(cell)`."""
+    def chain_inputs(
+        self, windows: list[WindowRows], cell: torch.Tensor | None, state: RANLayerState | None,
+        layout: RANWindowLayout, dtype: torch.dtype,
+    ) -> tuple[tuple[torch.Tensor, torch.Tensor], ChainWindows]:
+        """Where the chain starts, `(s_0, c_0)` (B, D) in `dtype`, from `state` or `initial_cell(cell)`, and its
+        per-window inputs (`ChainWindows.from_layout`; training drops out a row's passed cells but its last)."""
+        keys, values = [w.keys.to(dtype) for w in windows], [w.values.to(dtype) for w in windows]
         if state is not None:
-            return state.cell.to(dtype), state.previous_cell.to(dtype), state.has_previous
-        s = self.initial_cell(cell, batch_size, like)
-        return s, torch.zeros_like(s), s.new_zeros(batch_size, dtype=torch.bool)
-
-    def _chain_masks(
-        self, key_mask: torch.Tensor | None, has_previous: torch.Tensor, layout: RANWindowLayout,
-        state: RANLayerState | None,
-    ) -> list[torch.Tensor | None]:
-        """The per-window inputs of `_chain_window` after the keys and values, windows first (n, B, ...), each
-        None where it would be all true: the key mask, the rows that have window i, whether a row has finished a
-        window before window i (no cell residual until then, eq. 7), and the rows whose passed cell is dropped out
-        (training: the authors drop it in every window of a row but its last)."""
-        has_previous = has_previous[:, None] | layout.after_first_window()  # (B, n)
-        drop_passed = None
-        if self.training and self.dropout.p > 0 and state is None:
-            window_index = torch.arange(layout.window_mask.shape[1], device=has_previous.device)
-            drop_passed = window_index[None, :] < layout.windows_per_row[:, None] - 1
-        masks = [key_mask, layout.varying_window_mask, has_previous, drop_passed]
-        return [t.transpose(0, 1) if t is not None else None for t in masks]
-
-    def _chain_traced(
-        self, keys: list[torch.Tensor], values: list[torch.Tensor], per_window: list[torch.Tensor | None],
-        carry: tuple[torch.Tensor, torch.Tensor],
-    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """The chain as one traced loop body for any number of windows (the grid size is symbolic under compile /
-        export). Not for training: the backward of `while_loop` is wrong in torch 2.13 (measured), so a compiled
-        training step runs `_chain_python_loop` (one graph per number of windows). Returns the last cell (B, D) and
-        the outputs (B, n, ...)."""
-        keys, values = _cat(keys, 1).transpose(0, 1), _cat(values, 1).transpose(0, 1)  # (n, B, K, H, d)
-        key_mask, valid, has_previous, drop_passed = per_window
-        if drop_passed is None:
-            drop_passed = torch.zeros_like(has_previous)
-        key_like, s = keys[0, :, 0], carry[0]  # (B, H, d), (B, D)
-        (s, _), outputs = run_chain_while_loop(
-            self._chain_window, carry, [keys, values, key_mask, valid, has_previous, drop_passed],
-            (s, s, key_like, key_like))
-        return s, [t.transpose(0, 1) for t in outputs]
-
-    def _chain_python_loop(
-        self, keys: list[torch.Tensor], values: list[torch.Tensor], per_window: list[torch.Tensor | None],
-        carry: tuple[torch.Tensor, torch.Tensor], layout: RANWindowLayout, state: RANLayerState | None,
-    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """The chain as a Python loop over windows: eagerly one window at a time, or through the compiled step,
-        `COMPILED_CHAIN_BLOCK` windows a call (`config.chain_implementation="compiled"`), or as one replay of the
-        layer's captured compiled chain (`"cuda_graphs"`, `_chain_graphed`). A last window left open
-        (causal) is not run: its cell would only be read by a later call, which recomputes it. Returns the last
-        cell (B, D) and the outputs (B, n, ...)."""
-        num_windows = layout.window_mask.shape[1]
-        num_steps = num_windows - layout.last_window_unfinished
-        step, blocks, graphed = self._chain_window, {}, None
-        if self.config.chain_implementation != "eager" and not is_compiling():
-            step = self._compiled_chain_window
-            blocks = dict(block_step=self._compiled_chain_windows, block_size=COMPILED_CHAIN_BLOCK)
-            windows = [_cat(keys, 1).transpose(0, 1), _cat(values, 1).transpose(0, 1), *per_window]  # windows first
-            if self.config.chain_implementation == "cuda_graphs":  # copied into the capture's own buffers
-                graphed = self._chain_graphed(carry, windows, num_steps)
-            if graphed is None:
-                windows = [_row_major(t) if t is not None else None for t in windows]
+            carry, had_previous = (state.cell.to(dtype), state.previous_cell.to(dtype)), state.has_previous
         else:
-            windows = [[k for chunk in keys for k in chunk.unbind(1)],
-                       [v for chunk in values for v in chunk.unbind(1)], *per_window]
-        if graphed is not None:
-            s, outputs = graphed
-        else:
-            (s, _), outputs = run_chain(step, carry, windows, num_steps, **blocks)
-        if layout.last_window_unfinished:
-            open_key, open_value = self._open_cell_key_value(s, state, num_windows, keys[0].dtype)
-            outputs.append((torch.zeros_like(s), s, open_key, open_value))
-        return s, [_stack(t, 1) for t in zip(*outputs)]
+            s = self.initial_cell(cell, layout.window_mask.shape[0], keys[0])
+            carry, had_previous = (s, torch.zeros_like(s)), s.new_zeros(s.shape[0], dtype=torch.bool)
+        drop_passed = self.training and self.dropout.p > 0 and state is None
+        return carry, ChainWindows.from_layout(keys, values, layout, had_previous, drop_passed)
 
-    def _chain_graphed(self, carry: tuple[torch.Tensor, torch.Tensor], windows: list[torch.Tensor | None],
-                       num_steps: int) -> tuple[torch.Tensor, list[tuple[torch.Tensor, ...]]] | None:
-        """The first `num_steps` windows of the chain as one replay of the layer's captured chain
-        (`config.chain_implementation="cuda_graphs"`, `chain_graph`), padded to a multiple of
-        `CHAIN_GRAPH_WINDOWS` windows; `windows` are windows first. Returns the last cell and the per-window
-        outputs, or None where no capture applies (off CUDA, under gradient checkpointing, inside another capture,
-        no window to run, the capture waiting for a backward): the compiled chain runs then."""
-        device = windows[0].device
-        if device.type not in CHAIN_GRAPH_DEVICES or (self.gradient_checkpointing and self.training):
-            logger.warning_once(
-                '`chain_implementation="cuda_graphs"` captures the cell chain on CUDA devices and without gradient '
-                f"checkpointing; here (device {device.type}, checkpointing "
-                f"{self.gradient_checkpointing and self.training}) the chain runs compiled."
-            )
-            return None
-        if num_steps == 0 or (device.type == "cuda" and torch.cuda.is_current_stream_capturing()):
-            return None
-        size = CHAIN_GRAPH_WINDOWS * math.ceil(num_steps / CHAIN_GRAPH_WINDOWS)
-        inputs = [*carry, *pad_windows([t[:num_steps] if t is not None else None for t in windows], size)]
-        graph = chain_graph(self, inputs)
-        if graph is None:
-            return None
-        s, *stacked = graph(inputs)
-        return s, list(zip(*(t[:num_steps].unbind(0) for t in stacked)))
-
-    def _open_cell_key_value(self, s: torch.Tensor, state: RANLayerState | None, num_windows: int,
-                             dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    def open_cell_key_value(self, s: torch.Tensor, state: RANLayerState | None, layout: RANWindowLayout,
+                            dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, H, d) key and value of the open window's incoming cell `s` (B, D): from the state when this call only
-        continues the window they were projected for (a decoding step inside a window; in eval mode, where the
+        continues the window they were projected for (a decoding step inside a window, in eval mode, where the
         projection has no dropout to draw), else projected."""
-        if num_windows == 1 and state is not None and state.open_cell_key is not None and not self.training:
+        if layout.num_windows == 1 and state is not None and state.open_cell_key is not None and not self.training:
             return state.open_cell_key.to(dtype), state.open_cell_value.to(dtype)
-        _, _, k_cell, v_cell = self._project(s[:, None])
-        return k_cell[:, 0], v_cell[:, 0]
+        cell = self.window_block.project(s[:, None])
+        return cell.keys[:, 0], cell.values[:, 0]
 
     def attend_tokens(
-        self, windows: RANWindowProjections, chain: RANCellChain, layout: RANWindowLayout,
+        self, windows: list[WindowRows], chain: RANCellChain, layout: RANWindowLayout,
         state: RANLayerState | None, output_attentions: bool,
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-        """Step 3, per chunk of windows: token attention over `[cell; window]` for all its windows in one call
+        """Step 3, per chunk of windows: the block's token rows over `[cell; window]` for all its windows in one call
         (eqs. 3-6), then memory review of its tokens (eqs. 8-9) over all the row's cells (bidirectional) or over
         the history and the earlier windows (causal, `state`). Returns (B, n, C, D) tokens and the attentions."""
-        review_memory = self._reviewed_memory(chain, state) if self.config.use_memory_review else None
+        review_memory = chain.review_memory
+        if state is not None and self.config.use_memory_review:  # causal: the history, then this call's windows
+            review_memory = state.history_and(review_memory, _linear_output_dtype(self.memory_review.kv.weight))
         batch_size, capacity = layout.window_mask.shape[0], layout.window_capacity
         outputs = []
-        chunks = self.window_chunks(layout, windows.keys[0].device)
-        for z, q, k, v, chunk in zip(windows.normed, windows.queries, windows.keys, windows.values, chunks):
-            keys = torch.cat([chain.cell_keys[:, chunk, None], k], dim=2).flatten(0, 1)  # (B*m, 1+P+C, H, d)
-            values = torch.cat([chain.cell_values[:, chunk, None], v], dim=2).flatten(0, 1)
-            y, window_probs = self.window_attention(
-                z, q.flatten(0, 1), keys, values, layout.attention_mask(chunk), output_attentions)
-            y = self.dropout(y)
+        for rows, chunk in zip(windows, layout.window_chunks()):
+            keys = torch.cat([chain.cell_keys[:, chunk, None], rows.keys], dim=2).flatten(0, 1)  # (B*m, 1+P+C, H, d)
+            values = torch.cat([chain.cell_values[:, chunk, None], rows.values], dim=2).flatten(0, 1)
+            y, window_probs = self.window_block(rows.normed, rows.queries.flatten(0, 1), keys, values,
+                                                layout.attention_mask(chunk), output_attentions)
             if window_probs is not None:
                 window_probs = window_probs.unflatten(0, (batch_size, chunk.stop - chunk.start))
             if not self.config.use_memory_review:
@@ -890,139 +589,6 @@ class RANLayer(GradientCheckpointingLayer):
             outputs.append((out.unflatten(1, (chunk.stop - chunk.start, capacity)), window_probs, review_probs))
         return tuple(_cat(parts, 1) if parts[0] is not None else None for parts in zip(*outputs))
 
-
-# Windows per call of the compiled chain (`config.chain_implementation="compiled"`): a block of this many windows is
-# one compiled graph (unrolled), the windows left over go one at a time through the one-window graph. More windows
-# per call means fewer host round trips per window (on a GPU, fewer graph launches) and a longer first compile.
-COMPILED_CHAIN_BLOCK = 4
-
-
-@functools.cache
-def compiled_chain_window():
-    """`RANLayer._chain_window` compiled by `torch.compile` (inductor), built on first use and shared by every layer
-    of every model in the process: the layer is an argument, so its weights are graph inputs and one graph serves
-    all layers of the same shapes. Dynamo compiles a graph per grad mode (a training forward has two: a layer's
-    first window, whose incoming `c_0` needs no gradient, and the others) and, at the first new batch size or
-    window capacity, one with dynamic sizes; a new number of windows needs none (`run_cell_chain` passes each
-    window's inputs with the same strides). Past `torch._dynamo.config.recompile_limit` graphs, Dynamo runs the step
-    eagerly, with a warning."""
-    return torch.compile(RANLayer._chain_window)
-
-
-@functools.cache
-def compiled_chain_windows():
-    """`RANLayer._chain_windows` (a block of `COMPILED_CHAIN_BLOCK` windows, unrolled) compiled like
-    `compiled_chain_window`: one graph per grad mode for every layer, and none more for a new number of windows
-    (every block has the same size and strides). Inductor fuses across the windows of a block: at the base width,
-    6.25 kernel and library calls per window forward and 11.5 backward, against 7 and 15 one window at a time
-    (`python -m benchmarks.chain_ops`)."""
-    return torch.compile(RANLayer._chain_windows)
-
-
-# Windows per captured chain (`config.chain_implementation="cuda_graphs"`): a layer's window count is padded up to a
-# multiple of this, so that lengths within one multiple share a capture (16 windows: 4,096 tokens at window 256).
-CHAIN_GRAPH_WINDOWS = 16
-# Captures each layer keeps (the least recently used goes first): each holds a memory pool of its own, with the
-# chain's inputs, their gradients and its saved activations (how much has not been measured on a GPU yet).
-CHAIN_GRAPHS_PER_LAYER = 2
-CHAIN_GRAPH_DEVICES = ("cuda",)  # device types whose chains are captured (elsewhere the chain runs compiled)
-_CHAIN_GRAPHS = weakref.WeakKeyDictionary()  # RANLayer -> {signature: ChainGraph}, most recently used last
-
-
-class ChainGraphModule(nn.Module):
-    """A layer's whole cell chain as one module, for `torch.cuda.make_graphed_callables`: the layer's parameters
-    are registered here too (so the captured backward returns their gradients), the layer itself is held weakly
-    (so a dropped model frees its captures). `forward(s, previous_c, *windows)` takes the non-None per-window inputs
-    of `RANLayer._chain_window`, windows first, and runs them through the compiled blocks."""
-
-    def __init__(self, layer: "RANLayer", present: tuple[bool, ...]):
-        super().__init__()
-        for index, parameter in enumerate(layer.parameters()):
-            self.register_parameter(f"layer_parameter_{index}", parameter)
-        self.layer = weakref.ref(layer)
-        self.present = present  # which of the per-window inputs are tensors (the others are None)
-        self.train(layer.training)
-
-    def forward(self, s: torch.Tensor, previous_c: torch.Tensor, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """Returns the last cell (B, D) and the per-window outputs of `_chain_window` stacked windows first."""
-        layer, tensors = self.layer(), iter(tensors)
-        windows = [next(tensors) if present else None for present in self.present]
-        (s, _), outputs = run_chain(layer._compiled_chain_window, (s, previous_c), windows, windows[0].shape[0],
-                                    block_step=layer._compiled_chain_windows, block_size=COMPILED_CHAIN_BLOCK)
-        return (s, *(torch.stack(ys, dim=0) for ys in zip(*outputs)))
-
-
-class ChainGraph:
-    """One capture of a layer's cell chain (`config.chain_implementation="cuda_graphs"`): the forward and, with
-    gradients on, the backward of `ChainGraphModule` as two CUDA graphs, through
-    `torch.cuda.make_graphed_callables`. A replay copies the inputs into the capture's own buffers and launches the
-    whole chain (every window of the layer, thousands of kernels) as one host call.
-
-    The backward graph reads the activations the last forward replay left in the capture's memory, so a second
-    forward before the first one's backward would make that backward wrong: `busy` says when one is pending (its
-    autograd node is alive and has not run), and the layer then runs the compiled chain instead. Outputs and
-    gradients are cloned out of the capture's buffers, so a later replay never changes a tensor a caller (or a
-    parameter's `.grad`) holds."""
-
-    def __init__(self, layer: "RANLayer", inputs: list[torch.Tensor | None]):
-        tensors = [_row_major(t.detach()).requires_grad_(t.requires_grad) for t in inputs if t is not None]
-        module = ChainGraphModule(layer, tuple(t is not None for t in inputs[2:]))
-        self.replay = torch.cuda.make_graphed_callables(module, tuple(tensors), allow_unused_input=True)
-        self.pending = None  # weak reference to the autograd node of a replay whose backward has not run
-
-    def busy(self) -> bool:
-        return self.pending is not None and self.pending() is not None
-
-    def __call__(self, inputs: list[torch.Tensor | None]) -> tuple[torch.Tensor, ...]:
-        outputs = self.replay(*(t for t in inputs if t is not None))
-        node = outputs[0].grad_fn
-        if node is not None:
-            self.pending = weakref.ref(node)
-            node.register_hook(self._backward_ran)
-        return tuple(t.clone() for t in outputs)
-
-    def _backward_ran(self, gradients: tuple[torch.Tensor | None, ...], _) -> tuple[torch.Tensor | None, ...]:
-        """After the backward replay: no backward pending, and the gradients cloned out of the capture's buffers.
-        Autograd would otherwise keep a parameter's first gradient *in* that buffer (it takes over a gradient
-        nothing else holds), and the next replay would overwrite it: gradients accumulated over micro-batches
-        would be wrong (pytorch/pytorch#181723)."""
-        self.pending = None
-        return tuple(g.clone() if g is not None else None for g in gradients)
-
-
-def chain_graph(layer: "RANLayer", inputs: list[torch.Tensor | None]) -> ChainGraph | None:
-    """The layer's capture for these inputs (captured now if new; the least recently used beyond
-    `CHAIN_GRAPHS_PER_LAYER` is dropped), or None when it is waiting for a backward."""
-    parameters = tuple((p.data_ptr(), p.requires_grad) for p in layer.parameters())
-    signature = (tuple(None if t is None else (t.shape, t.dtype, t.device, t.requires_grad) for t in inputs),
-                 parameters, layer.training, torch.is_grad_enabled(), torch.is_inference_mode_enabled())
-    graphs = _CHAIN_GRAPHS.setdefault(layer, {})
-    graph = graphs.pop(signature, None)
-    if graph is None:
-        while len(graphs) >= CHAIN_GRAPHS_PER_LAYER:
-            graphs.pop(next(iter(graphs)))
-            logger.warning_once(
-                '`chain_implementation="cuda_graphs"` dropped a capture to make room for a new one: every new window '
-                "count (in steps of 16 windows), batch size or grad mode captures again, which takes several "
-                "compiled chain runs. Pad batches to one length and size (`padding=\"max_length\"`, or "
-                "`pad_to_multiple_of` in the data collator) so that one capture serves them all."
-            )
-        graph = ChainGraph(layer, inputs)
-    graphs[signature] = graph
-    return None if graph.busy() else graph
-
-
-def pad_windows(windows: list[torch.Tensor | None], num_windows: int) -> list[torch.Tensor | None]:
-    """The per-window inputs of `_chain_window` (windows first) padded with windows no row has: zero keys and
-    values, `valid` false (the carry passes them unchanged), the rest false. `valid` is made where it was None, so
-    that a count with padding and one without share a capture."""
-    keys = windows[0]
-    extra = num_windows - keys.shape[0]
-    if windows[3] is None:
-        windows = windows[:3] + [keys.new_ones(keys.shape[:2], dtype=torch.bool)] + windows[4:]
-    if extra == 0:
-        return windows
-    return [None if t is None else torch.cat([t, t.new_zeros(extra, *t.shape[1:])]) for t in windows]
 
 
 class RANPooler(nn.Module):
@@ -1045,21 +611,21 @@ class RANPooler(nn.Module):
     def forward(self, cell: torch.Tensor, tokens: torch.Tensor, token_mask: torch.Tensor) -> torch.Tensor:
         """cell (B, D); tokens (B, N, D) with token_mask (B, N) bool. Returns (B, D); an all-pad row pools to 0."""
         if self.mode == "cell_max":
-            pooled = _masked_max(tokens, token_mask)
+            pooled = masked_max(tokens, token_mask)
         else:
-            pooled = _masked_mean(tokens, token_mask)
+            pooled = masked_mean(tokens, token_mask)
         if self.mode == "token_mean":
             return pooled
         return self.cell_glu(self.dropout(self.act(self.cell_dense(cell)))) + self.pooling_dense(pooled)
 
 
-def _masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Mean of x (B, N, D) over the positions where mask (B, N) is True; 0 where a row has none."""
     weights = mask.to(x.dtype)[..., None]
     return (x * weights).sum(1) / weights.sum(1).clamp(min=1)
 
 
-def _masked_max(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+def masked_max(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Max of x (B, N, D) over the positions where mask (B, N) is True; 0 where a row has none."""
     filled = x.masked_fill(~mask[..., None], torch.finfo(x.dtype).min).amax(1)
     return torch.where(mask.any(1, keepdim=True), filled, torch.zeros_like(filled))
@@ -1070,6 +636,14 @@ def _masked_max(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 # ----------------------------------------------------------------------------------------------------------------------
 
 
+# `past_key_values`, Transformers' older name of the cache, still works as `cache` (with a deprecation warning)
+accepts_past_key_values = deprecate_kwarg("past_key_values", version="6.0.0", new_name="cache", raise_if_both_names=True)
+
+# Checkpoints saved before the window block was a module of its own name its parameters `layers.N.concat_norm.*` and
+# `layers.N.window_attention.*`; `from_pretrained` renames them (regular expressions, Transformers' `key_mapping`).
+LEGACY_KEY_MAPPING = {r"\.concat_norm\.": ".window_block.input_norm.", r"\.window_attention\.": ".window_block."}
+
+
 class RANPreTrainedModel(PreTrainedModel):
     config_class = RANConfig
     config: RANConfig
@@ -1077,15 +651,18 @@ class RANPreTrainedModel(PreTrainedModel):
     supports_gradient_checkpointing = True
     _no_split_modules = ["RANLayer", "RANEmbeddings"]
     _supports_sdpa = True
-    _supports_flash_attn = False  # flash kernels take no per-key mask (see `RANWindowAttention.forward`)
+    _supports_flash_attn = False  # flash kernels take no per-key mask (see `RANWindowBlock.forward`)
     _supports_flex_attn = True
-    # `_can_record_outputs` / `@capture_outputs` are not used: hidden states live on the window grid (B, n, C, D)
-    # inside the layers and are mapped back to (B, L, D) by the layout, which a forward hook cannot do.
-    # `@auto_docstring` is not used: every forward keeps its own docstring, with the window-grid shapes and the
-    # paper's equation numbers that the library's shared argument texts do not have.
-    # The mode: the task heads are bidirectional and RANForCausalLM is causal, whatever `config.is_decoder` says;
-    # a bare RANModel reads `config.is_decoder` (see `RANModel.__init__`).
+    # not used: `@capture_outputs` (hidden states live on the window grid, which a hook cannot map back to (B, L, D))
+    # and `@auto_docstring` (each forward documents its own window-grid shapes). The task heads are bidirectional
+    # and RANForCausalLM causal, whatever `config.is_decoder` says; a bare RANModel reads it (`RANModel.__init__`).
     is_causal: bool = False
+
+    @classmethod
+    def from_pretrained(cls, *args, key_mapping: dict[str, str] | None = None, **kwargs):
+        """`PreTrainedModel.from_pretrained`, with the parameter names of checkpoints saved before the window block
+        was a module of its own (`LEGACY_KEY_MAPPING`) renamed on load, before any `key_mapping` of the call."""
+        return super().from_pretrained(*args, key_mapping={**LEGACY_KEY_MAPPING, **(key_mapping or {})}, **kwargs)
 
     def save_pretrained(self, save_directory, *args, **kwargs):
         """`save_pretrained`, overridden to write two facts into the saved config: every RAN head in `auto_map`
@@ -1155,143 +732,15 @@ class RANModelOutput(ModelOutput):
     memory_review_attentions: tuple[torch.FloatTensor, ...] | None = None
 
 
-class RANCacheLayer(CacheLayerMixin):
-    """One causal RAN layer's entry in a [`RANCache`]: its recurrent state ([`RANLayerState`], None before the first
-    call) and the number of input positions it has read. RAN keeps no per-token keys and values, so the key/value
-    interface of `CacheLayerMixin` (`update`, `lazy_initialization`, `get_mask_sizes`) raises; the layer's state is
-    replaced whole by `update_state` after each call."""
-
-    is_compileable = False
-    is_croppable = False
-    supports_early_init = False
-
-    def __init__(self, **kwargs):
-        super().__init__()
-        self.state: RANLayerState | None = None
-        self.cumulative_length = 0
-
-    def __repr__(self) -> str:
-        return f"RANCacheLayer(positions={self.cumulative_length}, bytes={self.num_bytes()})"
-
-    def _no_keys_and_values(self, *args, **kwargs):
-        raise NotImplementedError(
-            "RANCacheLayer keeps a recurrent state, not per-token keys and values; RAN layers call `update_state`."
-        )
-
-    lazy_initialization = update = get_mask_sizes = _no_keys_and_values
-
-    def update_state(self, state: RANLayerState, num_positions: int) -> None:
-        """Keep the state after a call that read `num_positions` more input positions (padding included)."""
-        self.state = state
-        self.is_initialized = True
-        self.cumulative_length += num_positions
-
-    def get_seq_length(self) -> int:
-        return self.cumulative_length
-
-    def get_max_length(self) -> int:
-        return -1
-
-    def num_bytes(self) -> int:
-        return self.state.num_bytes() if self.state is not None else 0
-
-    def reset(self) -> None:
-        self.state, self.is_initialized, self.cumulative_length = None, False, 0
-
-    def _map_batch(self, fn) -> None:
-        if self.state is not None:
-            self.state = self.state.map_batch(fn)
-
-    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
-        """Beam search: row i becomes row `beam_idx[i]`."""
-        self._map_batch(lambda t: t.index_select(0, beam_idx.to(t.device)))
-
-    def batch_repeat_interleave(self, repeats: int) -> None:
-        self._map_batch(lambda t: t.repeat_interleave(repeats, dim=0))
-
-    def batch_select_indices(self, indices: torch.Tensor) -> None:
-        self._map_batch(lambda t: t[indices.to(t.device)])
-
-    def offload(self):
-        self._map_batch(lambda t: t.to("cpu", non_blocking=True))
-
-    def prefetch(self):
-        pass  # the state is read whole at the start of the layer; `offloading` is not supported
-
-    def crop(self, tokens_to_remove: int) -> None:
-        if tokens_to_remove:
-            raise ValueError("RANCacheLayer cannot be cropped: a recurrent state cannot go back into a finished window.")
-
-
-class RANCache(Cache):
-    """Recurrent state of a causal RAN for `generate()` and chunked prefill: one [`RANCacheLayer`] per RAN layer.
-
-    Per layer it holds the incoming cell and its key/value, the previous pre-residual cell, the keys/values of the
-    current window's tokens (at most `window_size`) and the memory-review history (one key and value per finished
-    window). Its size grows only by that history: `O(n_layers * (W*A + n_windows*D))`, not with every token.
-
-    A recurrent state cannot be cut back into a finished window, so `crop` raises.
-    """
-
-    def __init__(self, config: RANConfig | None = None, **kwargs):
-        num_layers = config.num_hidden_layers if config is not None else 0
-        super().__init__(layers=[RANCacheLayer() for _ in range(num_layers)])
-
-    def __repr__(self) -> str:
-        return f"RANCache(layers={len(self.layers)}, positions={self.get_seq_length()}, bytes={self.num_bytes()})"
-
-    def layer_states(self, num_layers: int) -> list[RANLayerState | None]:
-        """The state of each of `num_layers` layers (None: fresh); adds the layers a cache built without a config
-        lacks."""
-        self.layers += [RANCacheLayer() for _ in range(num_layers - len(self.layers))]
-        return [layer.state for layer in self.layers]
-
-    @property
-    def states(self) -> list[RANLayerState]:
-        """The states of the layers that have one."""
-        return [layer.state for layer in self.layers if layer.state is not None]
-
-    @property
-    def batch_size(self) -> int:
-        states = self.states
-        return states[0].cell.shape[0] if states else 0
-
-    @property
-    def is_linear(self) -> list[bool]:
-        """Per layer, whether the state is a pure recurrent (Mamba-like) one. RAN's also holds the open window's keys
-        and values, and counts the positions it has seen, so `generate()` (Transformers >= 5.24) slices a resumed
-        prompt by `get_seq_length()` as it does for attention caches."""
-        return [False] * max(1, len(self.layers))
-
-    def open_window_length(self) -> torch.Tensor | None:
-        """(B,) tokens of each row's open window (the same in every layer), or None for an empty cache."""
-        states = self.states
-        return states[0].window_length if states else None
-
-    def num_bytes(self) -> int:
-        """Memory held by the state, in bytes."""
-        return sum(layer.num_bytes() for layer in self.layers)
-
-    def crop(self, max_length: int):
-        """Transformers' rollback (assisted decoding): only a no-op is possible. `max_length < 0` counts back from
-        the positions seen."""
-        seen = self.get_seq_length()
-        if max_length < 0:
-            max_length = seen + max_length
-        if max_length >= seen:
-            return
-        raise ValueError(
-            f"RANCache cannot be cropped to {max_length} positions (it has seen {seen}): a recurrent "
-            "state cannot go back into a finished window. Re-run the prompt instead (assisted decoding and other "
-            "rollback features are not supported by RAN)."
-        )
-
 
 class RANModel(RANPreTrainedModel):
     """The bare RAN encoder: embeddings, `num_hidden_layers` RAN layers, and the cell transform pooler.
 
     The layers share one window split per row (`RANWindowLayout`). Bidirectional mode: layer `l + 1` starts from
-    layer `l`'s last cell, as in the authors' code. Causal mode: see `forward`.
+    layer `l`'s last cell, as in the authors' code. Causal mode differs: tokens attend causally inside their window,
+    the cell row reads its whole window (so context crosses windows), there is no `min_window_size` merge, memory
+    review of a token in window i reads `[s_0, c_1 .. c_{i-1}]`, and every layer starts from its own initial cell
+    (`initial_cell` seeds the first layer only). So the output at position t depends on tokens <= t only.
     """
 
     def __init__(self, config: RANConfig, add_pooling_layer: bool = True, is_causal: bool | None = None):
@@ -1314,6 +763,7 @@ class RANModel(RANPreTrainedModel):
         self.pooler = RANPooler(config) if add_pooling_layer else None
         self.gradient_checkpointing = False
         self.post_init()
+        config.mark_built()  # a later edit of a field the modules were built from raises (`RANConfig.BUILD_FIELDS`)
 
     @classmethod
     def from_pretrained(cls, *args, is_decoder: bool = False, **kwargs):
@@ -1330,6 +780,7 @@ class RANModel(RANPreTrainedModel):
         self.embeddings.word_embeddings = value
 
     @can_return_tuple
+    @accepts_past_key_values
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -1366,15 +817,9 @@ class RANModel(RANPreTrainedModel):
                 must be all zero (a `ValueError` otherwise) and are ignored.
             kwargs (`TransformersKwargs`): `output_hidden_states`, `output_attentions`, Trainer's
                 `num_items_in_batch`, `return_dict`; any other keyword raises a `TypeError`.
-
-        Causal mode differs from the bidirectional one: tokens attend causally inside their window, the cell row
-        reads its whole window (so context crosses windows), there is no `min_window_size` merge, memory review of
-        a token in window i reads `[s_0, c_1 .. c_{i-1}]`, and every layer starts from its own initial cell
-        (`initial_cell` seeds the first layer only). So the output at position t depends on tokens <= t only.
         """
         check_forward_kwargs(self, kwargs)
         check_export_path(self.is_causal)
-        self._check_cache(cache)
         if attention_mask is not None and cache is not None and attention_mask.dim() == 2:
             length = (input_ids if input_ids is not None else inputs_embeds).shape[1]
             attention_mask = attention_mask[:, -length:]  # generate() passes the mask of the past and new tokens
@@ -1382,11 +827,9 @@ class RANModel(RANPreTrainedModel):
                                      attention_mask, inputs_embeds, initial_cell, token_type_ids, self.is_causal)
         use_cache = self.is_causal and (
             use_cache if use_cache is not None else (self.config.use_cache and not self.training))
+        self._check_cache(cache, sequence_mask.shape[0])
         if cache is None and use_cache:
             cache = RANCache(self.config)
-        if cache is not None and cache.states and cache.batch_size != sequence_mask.shape[0]:
-            raise ValueError(
-                f"RANModel: the cache holds {cache.batch_size} rows but the input has {sequence_mask.shape[0]}.")
         layout = RANWindowLayout.from_mask(
             sequence_mask, self.config.window_size, self.config.min_window_size, causal=self.is_causal,
             offset=cache.open_window_length() if cache is not None else None,
@@ -1396,7 +839,7 @@ class RANModel(RANPreTrainedModel):
         output.cache = cache if use_cache else None
         return output
 
-    def _check_cache(self, cache) -> None:
+    def _check_cache(self, cache, batch_size: int) -> None:
         if cache is None:
             return
         if not self.is_causal:
@@ -1406,6 +849,8 @@ class RANModel(RANPreTrainedModel):
                 f"RANModel: `cache` must be a RANCache (got {type(cache).__name__}); RAN keeps a recurrent "
                 "state, not per-token keys and values. Pass the cache a previous call returned, or None."
             )
+        if cache.states and cache.batch_size != batch_size:
+            raise ValueError(f"RANModel: the cache holds {cache.batch_size} rows but the input has {batch_size}.")
 
     def _run_layers(
         self, layout: RANWindowLayout, embedded: torch.Tensor, initial_cell: torch.Tensor | None,
@@ -1454,9 +899,9 @@ class RANModel(RANPreTrainedModel):
     def _pool_cell(self, last_cell: torch.Tensor, cells: torch.Tensor, window_mask: torch.Tensor) -> torch.Tensor:
         """`config.cell_pooling`: the final cell, or the mean / max of the history over the row's real windows."""
         if self.config.cell_pooling == "mean":
-            return _masked_mean(cells, window_mask)
+            return masked_mean(cells, window_mask)
         if self.config.cell_pooling == "max":
-            return _masked_max(cells, window_mask)
+            return masked_max(cells, window_mask)
         return last_cell
 
 
@@ -1675,7 +1120,7 @@ class RANForQuestionAnswering(RANPreTrainedModel):
 class RANForCausalLM(RANPreTrainedModel, GenerationMixin):
     """Causal RAN language model with an LM head tied to the input embeddings, and `generate()` on a recurrent
     cache ([`RANCache`]) that grows by one key and value per finished window. The encoder runs in causal mode (see
-    `RANModel.forward`) whatever `config.is_decoder` says."""
+    [`RANModel`]) whatever `config.is_decoder` says."""
 
     _tied_weights_keys = {
         "lm_head.decoder.weight": "ran.embeddings.word_embeddings.weight",
@@ -1703,6 +1148,7 @@ class RANForCausalLM(RANPreTrainedModel, GenerationMixin):
         self.lm_head.bias = new_embeddings.bias
 
     @can_return_tuple
+    @accepts_past_key_values
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,

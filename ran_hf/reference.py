@@ -56,9 +56,9 @@ def split_windows(length, window, min_window):
 def window_step(layer, config, s, x):
     """One window: s (D,), x (T, D) -> new cell candidate c (D,), token outputs y (T, D)."""
     eps = config.layer_norm_eps
-    att = layer.window_attention
+    att = layer.window_block
     H, d = config.num_attention_heads, config.attention_head_size
-    z = norm(torch.cat([s[None], x], 0), layer.concat_norm, eps)
+    z = norm(torch.cat([s[None], x], 0), att.input_norm, eps)
     qkv = act(F.linear(z, att.qkv.weight, att.qkv.bias)).reshape(len(z), 3, H, d)
     q, k, v = qkv[:, 0], qkv[:, 1], qkv[:, 2]
     if config.use_rotary:

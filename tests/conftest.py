@@ -1,3 +1,4 @@
+import contextlib
 import json
 import os
 import re
@@ -92,21 +93,23 @@ def readme_block(marker: str, language: str = "python") -> str:
     assert match, f"README.md lost its `<!-- {marker} -->` code block"
     return match.group(1)
 
-def use_aot_eager_chain(monkeypatch, block_size: int = 2):
+@contextlib.contextmanager
+def aot_eager_chain_blocks(block_size: int = 2):
     """`chain_implementation="compiled"` traced by Dynamo and AOTAutograd but run by eager kernels
-    (`backend="aot_eager"`): the same graphs as inductor's, without the kernel compile time and with eager's
-    numerics, in blocks of `block_size` windows (tiny documents of 3 to 6 windows then go through both the block
-    graph and the one-window graph). Call `torch._dynamo.reset()` after the test."""
+    (`backend="aot_eager"`, through the public `chain_compiled.configure`): the same graphs as inductor's, without
+    the kernel compile time and with eager's numerics, in blocks of `block_size` windows (tiny documents of 3 to 6
+    windows then go through both the block graph and the one-window graph). The defaults come back on exit."""
     import torch._dynamo
 
-    import ran_hf.modeling_ran as modeling
+    from ran_hf import chain_compiled
 
     torch._dynamo.reset()
-    one = torch.compile(modeling.RANLayer._chain_window, fullgraph=True, backend="aot_eager")
-    block = torch.compile(modeling.RANLayer._chain_windows, fullgraph=True, backend="aot_eager")
-    monkeypatch.setattr(modeling, "compiled_chain_window", lambda: one)
-    monkeypatch.setattr(modeling, "compiled_chain_windows", lambda: block)
-    monkeypatch.setattr(modeling, "COMPILED_CHAIN_BLOCK", block_size)
+    chain_compiled.configure(block_size=block_size, backend="aot_eager", fullgraph=True)
+    try:
+        yield
+    finally:
+        chain_compiled.configure()
+        torch._dynamo.reset()
 
 
 def chain_twins(model_class, chain: str, seed=0, **overrides):

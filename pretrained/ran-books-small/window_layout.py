@@ -1,10 +1,9 @@
 # Copyright 2026 The ran_hf authors. Licensed under the Apache License, Version 2.0.
-"""Window bookkeeping of RAN: which token of which row sits in which window slot, and the loops of the cell chain.
+"""Window bookkeeping of RAN: which token of which row sits in which window slot.
 
 No parameters, only index arithmetic (the counterpart of Transformers' `masking_utils.py`). `RANWindowLayout` cuts a
 batch into windows, row by row, and maps the (B, L) sequence to the (B, n, C) window grid and back;
-`window_chunks` splits the window axis for CPU runs; `run_chain` and `run_chain_while_loop` drive the sequential
-cell chain of `RANLayer.forward`.
+`window_chunks` splits the window axis for CPU runs.
 """
 
 from dataclasses import dataclass, field
@@ -215,6 +214,13 @@ class RANWindowLayout:
         torch._check(count <= x.shape[1])
         return x.narrow(1, 0, count)
 
+    def window_chunks(self) -> list[slice]:
+        """Slices of the window axis that a layer projects and attends together (`window_chunks`); a static layout
+        (compile / export) has a symbolic number of windows: one chunk."""
+        if self.static:
+            return [slice(0, self.num_windows)]
+        return window_chunks(self.num_windows, self.window_capacity, self.token_mask.device)
+
     def once(self, key, build, *args):
         """`build(*args)` the first time `key` is asked for; every layer of a forward then reads the same value (the
         layout's masks and positions, the layers' rotary cos/sin, the causal review mask and open-window writes).
@@ -383,84 +389,3 @@ def _read_eager_sizes(
     fits = seq_len <= read["num_windows"] * read["window_capacity"]
     read["plain_reshape"] = read.pop("right_padded") & read.pop("starts_on_grid") & fits
     return read
-
-
-def run_chain(step, carry, windows, num_steps: int, block_step=None, block_size: int = 1):
-    """The cell chain as a Python loop: `carry, y = step(carry, window i)` for the first `num_steps` windows.
-    `windows` holds, per input, a sequence over windows (a list, or a tensor with windows first) or None.
-
-    With `block_step`, the windows go `block_size` at a time through `carry, ys = block_step(carry, block)` (each
-    input a tensor cut to `(block_size, ...)`, each output stacked windows first), and the `num_steps % block_size`
-    left over one at a time through `step`: one call per block instead of one per window (the compiled chain).
-    Returns the last carry and the list of the per-window `y`s."""
-    outputs = []
-    num_blocks = num_steps // block_size if block_step is not None else 0
-    if num_blocks:  # cut once with `split` (views, and a backward that concatenates): never index in a loop
-        pieces = [w.split(block_size) if w is not None else None for w in windows]
-        for j in range(num_blocks):
-            carry, ys = block_step(carry, tuple(p[j] if p is not None else None for p in pieces))
-            outputs.extend(zip(*(y.unbind(0) for y in ys)))
-        windows = [p[num_blocks] if p is not None and num_blocks < len(p) else None for p in pieces]
-    windows = [w.unbind(0) if isinstance(w, torch.Tensor) else w for w in windows]  # never index a tensor in a loop
-    first = num_blocks * block_size
-    for i in range(first, num_steps):
-        carry, y = step(carry, tuple(w[i - first] if w is not None else None for w in windows) + (i,))
-        outputs.append(y)
-    return carry, outputs
-
-
-def run_chain_while_loop(step, carry, windows, output_like):
-    """The cell chain as one `torch._higher_order_ops.while_loop` (prototype in torch 2.13), which `torch.compile`
-    and `torch.export` trace once, whatever the number of windows: `windows` are tensors with windows first (n, ...)
-    and `output_like` one tensor shaped like each per-window output of `step`. Returns the last carry and the
-    outputs stacked windows first, (n, ...).
-
-    Under `torch.compile(..., dynamic=True)` Dynamo makes every float attribute of a module (norm eps, dropout p)
-    a symbolic float, which `while_loop` cannot take into its body (torch 2.13 accepts tensors, ints and symbolic
-    ints only); the chain then runs as the Python loop outside the graph (one graph break), still traced once for
-    every length."""
-    if _floats_are_symbolic():
-        return _run_chain_outside_graph(step, carry, windows)
-    from torch._higher_order_ops import while_loop
-
-    num_windows = windows[0].shape[0]
-
-    def more(i, *state):
-        return i < num_windows
-
-    def body(i, carry, outputs):
-        index = i.reshape(1)
-        window = tuple(w.index_select(0, index)[0] for w in windows) + (i,)
-        carry, ys = step(carry, window)
-        # the new carry must not alias itself or the outputs (a `while_loop` rule; a step may return one tensor as
-        # both carried values, or carry what it outputs)
-        carry = tuple(t.clone() for t in carry)
-        return i + 1, carry, tuple(out.index_copy(0, index, y[None]) for out, y in zip(outputs, ys))
-
-    start = torch.zeros((), dtype=torch.long, device=windows[0].device)
-    outputs = tuple(like.new_zeros(num_windows, *like.shape) for like in output_like)
-    _, carry, outputs = while_loop(more, body, (start, carry, outputs))
-    return carry, outputs
-
-
-def _floats_are_symbolic() -> bool:
-    """Whether Dynamo (not export) traces Python floats as symbols: `torch.compile(..., dynamic=True)` or
-    `specialize_float=False` with static shapes off. Read at trace time as constants."""
-    if not torch.compiler.is_dynamo_compiling() or torch.compiler.is_exporting():
-        return False
-    import torch._dynamo.config as dynamo_config
-
-    return not dynamo_config.specialize_float and not dynamo_config.assume_static_by_default
-
-
-def run_chain_stacked(step, carry, windows):
-    """`run_chain` over every window of `windows` (the first a tensor, windows first), its outputs stacked windows
-    first, (n, ...): a block of the compiled chain, or the Python loop in place of `run_chain_while_loop`."""
-    carry, outputs = run_chain(step, carry, windows, windows[0].shape[0])
-    return carry, tuple(torch.stack(ys, dim=0) for ys in zip(*outputs))
-
-
-@torch.compiler.disable
-def _run_chain_outside_graph(step, carry, windows):
-    """`run_chain_while_loop`'s result from the Python loop, run eagerly (a graph break under Dynamo)."""
-    return run_chain_stacked(step, carry, windows)

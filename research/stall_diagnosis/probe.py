@@ -171,7 +171,7 @@ def group_of(name: str) -> str:
         return "embeddings"
     if name.startswith("ran.layers."):
         index, rest = name.split(".")[2], name.split(".", 3)[3]
-        if rest.startswith("window_attention") or rest.startswith("concat_norm"):
+        if rest.startswith("window_block"):
             return f"layer{index}.window_attention"
         if rest.startswith("memory_review") or rest.startswith("output_norm"):
             return f"layer{index}.memory_review"
@@ -238,13 +238,13 @@ def activation_stats(model, probe: dict) -> dict:
     tokens = out.last_hidden_state
     pooler = model.ran.pooler
     if model.config.pooler_mode == "cell_max":
-        pooled = modeling_ran._masked_max(tokens, mask)
+        pooled = modeling_ran.masked_max(tokens, mask)
         argmax = tokens.masked_fill(~mask[..., None], -1e9).argmax(1)  # (B, D)
         stats["pool.distinct_argmax_share"] = float(np.mean([len(set(a.tolist())) / a.numel() for a in argmax]))
         lengths = mask.sum(1)
         stats["pool.argmax_at_special_share"] = float(((argmax == 0) | (argmax == lengths[:, None] - 1)).float().mean())
     else:
-        pooled = modeling_ran._masked_mean(tokens, mask)
+        pooled = modeling_ran.masked_mean(tokens, mask)
     cell_part = pooler.cell_glu(pooler.act(pooler.cell_dense(out.last_cell)))
     pool_part = pooler.pooling_dense(pooled)
     stats["pool.pooled"] = {"rms": rms(pooled), "across_cos": token_stats(pooled[:, None], mask[:, :1])["across_cos"],

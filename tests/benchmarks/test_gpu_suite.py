@@ -74,7 +74,7 @@ def test_the_ranges_cover_a_real_ran_training_step():
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     ids = torch.randint(5, 101, (1, 96))
     remove, installed = gpu_suite.install_profile_ranges(model)
-    assert installed == ["embeddings", "pooler", "layers", "run_chain", "ChainGraph.__call__"]
+    assert installed == ["embeddings", "pooler", "layers", "run_cell_chain"]
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
         optimizer.zero_grad()
         gpu_suite._loss(model(input_ids=ids)).backward()
@@ -88,8 +88,7 @@ def test_the_ranges_cover_a_real_ran_training_step():
     assert shares["other"] < 0.1
     import ran_hf.modeling_ran as modeling
 
-    assert modeling.run_chain.__module__ == "ran_hf.window_layout"  # the wrappers are gone again
-    assert modeling.ChainGraph.__call__.__qualname__ == "ChainGraph.__call__"
+    assert modeling.run_cell_chain.__module__ == "ran_hf.cell_chain"  # the wrapper is gone again
 
 
 def test_matmul_flops_count_the_useful_work():

@@ -96,7 +96,7 @@ def test_a_decoding_step_inside_a_window_projects_only_its_token():
     ids = random_ids(2, 18, seed=3)
     calls = []
     for layer in model.base_model.layers:
-        layer.concat_norm.register_forward_hook(lambda *args: calls.append(1))
+        layer.window_block.input_norm.register_forward_hook(lambda *args: calls.append(1))
     per_step, review_shapes = [], []
     with torch.no_grad():
         cache = model(ids[:, :9], use_cache=True).cache  # windows of 8: the second holds token 8
@@ -300,8 +300,9 @@ def test_cache_refuses_to_crop_and_bad_cache_types():
         model(random_ids(2, 3), cache=cache, use_cache=True)
 
 
-def test_the_state_is_passed_as_cache_only():
-    """Transformers 5.24 names the generation state `cache`; the older `past_key_values` gets a clear error."""
+def test_past_key_values_is_a_deprecated_alias_of_cache():
+    """Transformers 5.24 names the generation state `cache`; the older `past_key_values` still works, with a
+    deprecation warning, in RANModel and RANForCausalLM; both names at once raise."""
     model = make_lm()
     ids = random_ids(1, 40)
     with torch.no_grad():
@@ -310,8 +311,15 @@ def test_the_state_is_passed_as_cache_only():
         continued = model(ids[:, 30:], cache=cache, use_cache=True).logits
     assert isinstance(output.cache, RANCache)
     assert continued.shape == (1, 10, model.config.vocab_size)
-    with pytest.raises(TypeError, match="`past_key_values`.*passed as `cache`"):
-        model(ids[:, 30:], past_key_values=cache, use_cache=True)
+    for module in (model, model.ran):
+        old_cache = module(ids[:, :30], use_cache=True).cache
+        with torch.no_grad(), pytest.warns(FutureWarning, match="`past_key_values` is deprecated"):
+            old = module(ids[:, 30:], past_key_values=old_cache, use_cache=True)
+        if module is model:
+            torch.testing.assert_close(old.logits, continued, atol=0, rtol=0)
+        assert old.cache.get_seq_length() == 40
+    with pytest.raises(ValueError, match="past_key_values"):
+        model(ids[:, 30:], past_key_values=cache, cache=cache, use_cache=True)
 
 
 def test_causal_lm_save_load_keeps_ties_and_generates(tmp_path):

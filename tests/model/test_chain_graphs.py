@@ -11,11 +11,11 @@ import functools
 import pytest
 import torch
 
-import ran_hf.modeling_ran as modeling
+from ran_hf import chain_cuda_graphs
 from benchmarks.static_replay import StaticReplay
 from ran_hf import RANForCausalLM, RANForSequenceClassification, RANModel
 from conftest import (DEVICE, assert_gradients_close, chain_twins, loss_and_gradients, pad_batch, random_documents,
-                      tiny_config, use_aot_eager_chain)
+                      tiny_config, aot_eager_chain_blocks)
 
 
 pytestmark = pytest.mark.skipif(not hasattr(torch, "compile"), reason="torch.compile is unavailable")
@@ -23,16 +23,15 @@ pytestmark = pytest.mark.skipif(not hasattr(torch, "compile"), reason="torch.com
 
 @pytest.fixture
 def captured_chain(monkeypatch, one_thread):
-    """The compiled chain run by eager kernels in blocks of 2 windows (`use_aot_eager_chain`), captures padded to
+    """The compiled chain run by eager kernels in blocks of 2 windows (`aot_eager_chain_blocks`), captures padded to
     multiples of 4 windows and kept 2 per layer; on a CPU, captures by `StaticReplay`."""
-    use_aot_eager_chain(monkeypatch)
-    monkeypatch.setattr(modeling, "CHAIN_GRAPH_WINDOWS", 4)
+    monkeypatch.setattr(chain_cuda_graphs, "GRAPH_WINDOWS", 4)
     if DEVICE.type != "cuda":
         monkeypatch.setattr(torch.cuda, "make_graphed_callables", StaticReplay)
-        monkeypatch.setattr(modeling, "CHAIN_GRAPH_DEVICES", ("cuda", DEVICE.type))
+        monkeypatch.setattr(chain_cuda_graphs, "GRAPH_DEVICES", ("cuda", DEVICE.type))
     StaticReplay.captures = 0
-    yield
-    torch._dynamo.reset()
+    with aot_eager_chain_blocks():
+        yield
 
 
 twins = functools.partial(chain_twins, chain="cuda_graphs")
@@ -40,8 +39,7 @@ twins = functools.partial(chain_twins, chain="cuda_graphs")
 
 def captures(model) -> int:
     """Captures the model's layers hold now."""
-    return sum(len(modeling._CHAIN_GRAPHS.get(layer, {})) for layer in model.modules()
-               if isinstance(layer, modeling.RANLayer))
+    return chain_cuda_graphs.num_captures(model)
 
 
 @pytest.mark.parametrize("model_class", [RANModel, RANForCausalLM], ids=["bidirectional", "causal"])
@@ -55,14 +53,14 @@ def test_captured_chain_gives_the_eager_outputs_and_gradients(captured_chain, mo
         got, got_grads = loss_and_gradients(graphed, ids, mask)
         torch.testing.assert_close(got, expected, atol=1e-6, rtol=1e-6)
         assert_gradients_close(got_grads, expected_grads, 1e-6)
-        assert captures(graphed) <= 3 * modeling.CHAIN_GRAPHS_PER_LAYER
+        assert captures(graphed) <= 3 * chain_cuda_graphs.GRAPHS_PER_LAYER
     if DEVICE.type != "cuda":  # 8 windows, 8 again, 4, 8 again and 4 again: 2 captures a layer, none dropped
         assert StaticReplay.captures == 2 * 3
 
 
 def test_a_dropped_capture_warns_how_to_keep_one(captured_chain, monkeypatch, caplog):
-    monkeypatch.setattr(modeling, "CHAIN_GRAPHS_PER_LAYER", 1)
-    modeling.logger.warning_once.cache_clear()
+    monkeypatch.setattr(chain_cuda_graphs, "GRAPHS_PER_LAYER", 1)
+    chain_cuda_graphs.logger.warning_once.cache_clear()
     _, graphed = twins(RANModel)
     with caplog.at_level("WARNING"), torch.no_grad():
         for lengths in ([53, 20], [20, 5]):  # 8 windows, then 4
@@ -87,7 +85,7 @@ def test_a_second_forward_before_the_first_backward_runs_the_compiled_chain(capt
         assert StaticReplay.captures == 3  # the second forward of each layer ran compiled, not replayed
     # after that backward every capture is free again: the next step replays
     loss_and_gradients(graphed, *first)
-    assert not any(graph.busy() for layer in graphed.modules() for graph in modeling._CHAIN_GRAPHS.get(layer, {}).values())
+    assert chain_cuda_graphs.pending_backwards(graphed) == 0
 
 
 def test_an_output_held_by_the_caller_survives_the_next_replay(captured_chain):
@@ -109,7 +107,7 @@ def test_checkpointing_and_a_cpu_run_the_compiled_chain_with_a_warning(captured_
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     ids, mask = pad_batch(random_documents([53, 20], seed=3))
     labels = torch.tensor([0, 1], device=DEVICE)
-    modeling.logger.warning_once.cache_clear()
+    chain_cuda_graphs.logger.warning_once.cache_clear()
     with caplog.at_level("WARNING"):
         graphed(ids, attention_mask=mask, labels=labels).loss.backward()
     eager(ids, attention_mask=mask, labels=labels).loss.backward()
@@ -117,8 +115,8 @@ def test_checkpointing_and_a_cpu_run_the_compiled_chain_with_a_warning(captured_
                            {name: p.grad for name, p in eager.named_parameters()}, 1e-6)
     assert captures(graphed) == 0
     assert "checkpointing True) the chain runs compiled" in caplog.text
-    monkeypatch.setattr(modeling, "CHAIN_GRAPH_DEVICES", ())
-    modeling.logger.warning_once.cache_clear()
+    monkeypatch.setattr(chain_cuda_graphs, "GRAPH_DEVICES", ())
+    chain_cuda_graphs.logger.warning_once.cache_clear()
     with caplog.at_level("WARNING"), torch.no_grad():
         graphed.eval()(ids, attention_mask=mask)
     assert f"(device {DEVICE.type}, checkpointing False) the chain runs compiled" in caplog.text
@@ -135,7 +133,7 @@ def test_a_dropped_model_drops_its_captures(captured_chain):
     assert captures(graphed) == 3
     del graphed
     gc.collect()
-    assert len(modeling._CHAIN_GRAPHS) == 0
+    assert len(chain_cuda_graphs._GRAPHS) == 0
 
 
 def test_cuda_graphs_is_a_chain_implementation():
@@ -188,5 +186,4 @@ def test_the_real_make_graphed_callables_takes_the_chain_module(captured_chain, 
     # the same parameters get a gradient (those of the chain through the captured backward)
     assert [n for n, p in graphed.named_parameters() if p.grad is not None] == [
         n for n, p in eager.named_parameters() if p.grad is not None]
-    layers = [layer for layer in graphed.modules() if isinstance(layer, modeling.RANLayer)]
-    assert not any(graph.busy() for layer in layers for graph in modeling._CHAIN_GRAPHS[layer].values())
+    assert chain_cuda_graphs.num_captures(graphed) > 0 and chain_cuda_graphs.pending_backwards(graphed) == 0

@@ -7,25 +7,24 @@ import functools
 import pytest
 import torch
 
-import ran_hf.modeling_ran as modeling
+from ran_hf import chain_compiled
 from ran_hf import RANForCausalLM, RANForSequenceClassification, RANModel
 from conftest import (DEVICE, assert_gradients_close, chain_twins, loss_and_gradients, pad_batch, random_documents,
-                      randomize, tiny_config, use_aot_eager_chain)
+                      randomize, tiny_config, aot_eager_chain_blocks)
 
 
 pytestmark = pytest.mark.skipif(not hasattr(torch, "compile"), reason="torch.compile is unavailable")
 
 
 @pytest.fixture
-def aot_eager_chain(monkeypatch):
-    """The compiled chain run by eager kernels, in blocks of 2 windows (`use_aot_eager_chain`); yields Dynamo's
+def aot_eager_chain():
+    """The compiled chain run by eager kernels, in blocks of 2 windows (`aot_eager_chain_blocks`); yields Dynamo's
     counters."""
     from torch._dynamo.utils import counters
 
-    use_aot_eager_chain(monkeypatch)
-    counters.clear()
-    yield counters
-    torch._dynamo.reset()
+    with aot_eager_chain_blocks():
+        counters.clear()
+        yield counters
 
 
 twins = functools.partial(chain_twins, chain="compiled")
@@ -87,10 +86,8 @@ def test_compiled_chain_with_inductor_matches_eager_up_to_rounding(monkeypatch, 
     rounding of eager, forward and every gradient."""
     import torch._dynamo
 
-    monkeypatch.setattr(modeling, "COMPILED_CHAIN_BLOCK", 2)
     torch._dynamo.reset()
-    modeling.compiled_chain_window.cache_clear()
-    modeling.compiled_chain_windows.cache_clear()
+    chain_compiled.configure(block_size=2)
     try:
         eager, compiled = twins(RANModel)
         ids, mask = pad_batch(random_documents([37, 13], seed=3))  # 5 windows
@@ -99,16 +96,15 @@ def test_compiled_chain_with_inductor_matches_eager_up_to_rounding(monkeypatch, 
         torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
         assert_gradients_close(got_grads, expected_grads, 1e-5)  # measured: 1.4e-6 at most
     finally:
-        modeling.compiled_chain_window.cache_clear()
-        modeling.compiled_chain_windows.cache_clear()
+        chain_compiled.configure()
         torch._dynamo.reset()
 
 
 def test_eager_is_the_default_and_never_compiles(monkeypatch, one_thread):
-    def fail():
+    def fail(*args):
         raise AssertionError("the eager chain reached the compiled one")
 
-    monkeypatch.setattr(modeling, "compiled_chain_window", fail)
+    monkeypatch.setattr(chain_compiled, "chain_compiled", fail)
     model = randomize(RANModel(tiny_config())).to(DEVICE).eval()
     assert model.config.chain_implementation == "eager"
     ids, mask = padded_batch()

@@ -247,3 +247,37 @@ def test_related_fields_can_be_changed_one_by_one():
     config.min_window_size = 2
     config.validate_architecture()
     assert RANModel(config)(torch.ones(1, 9, dtype=torch.long)).last_hidden_state.shape == (1, 9, 32)
+
+
+def test_a_field_fixed_at_build_time_raises_on_assignment_after_building():
+    """`pooler_mode` or `use_memory_review` edited on a built model's config would be ignored (or crash later):
+    the assignment raises, naming the way to get such a model; the config keeps its value, the model still runs."""
+    from ran_hf import RANForSequenceClassification
+
+    config = tiny_config(num_labels=2)
+    config.pooler_mode = "token_mean"  # before any model: allowed
+    model = RANForSequenceClassification(config).eval()
+    for name, value in (("pooler_mode", "cell_mean"), ("use_memory_review", False), ("hidden_dropout_prob", 0.3)):
+        with pytest.raises(ValueError, match=rf"`{name}` is fixed once a model is built.*from_pretrained\(path, {name}="):
+            model.config.__setattr__(name, value)
+    assert model.config.pooler_mode == "token_mean" and model.config.use_memory_review
+    model.config.pooler_mode = "token_mean"  # the same value: no change, no error
+    ids = torch.randint(5, config.vocab_size, (1, 40))
+    model(ids)
+
+
+def test_a_field_read_at_forward_takes_effect_after_building():
+    """`cell_pooling` and `use_cell_residual` are read by every forward: editing them changes the outputs."""
+    from ran_hf import RANModel
+
+    torch.manual_seed(0)
+    model = RANModel(tiny_config()).eval()
+    ids = torch.randint(5, model.config.vocab_size, (1, 40))
+    with torch.no_grad():
+        before = model(ids)
+        model.config.cell_pooling = "mean"
+        pooled = model(ids)
+        model.config.use_cell_residual = False
+        no_residual = model(ids)
+    assert not torch.allclose(before.last_cell, pooled.last_cell)
+    assert not torch.allclose(pooled.last_hidden_state, no_residual.last_hidden_state)

@@ -168,7 +168,7 @@ def test_readme_export_gives_the_eager_shapes_and_meaningful_onnx_names(model, t
 # ---------------------------------------------------------------------------------------------------------------------
 # `torch.compile(model, dynamic=True)`: Dynamo traces every float attribute (norm eps, dropout p, attention
 # scaling) as a symbolic float, which `torch._higher_order_ops.while_loop` does not take into its body in torch 2.13,
-# so the cell chain runs as a Python loop between compiled graphs there (`run_chain_while_loop`); the graphs around it
+# so the cell chain runs as a Python loop between compiled graphs there (`ran_hf/chain_while_loop.py`); the graphs around it
 # are dynamic in the number of windows. Checked with the `eager` backend: the outputs equal the uncompiled model's at
 # two lengths, and the second length runs without a recompilation.
 

@@ -101,15 +101,17 @@ def test_a_cell_chain_step_compiles_without_graph_breaks():
     layer = randomize(RANModel(tiny_config()), seed=0).eval().layers[0]
     generator = torch.Generator().manual_seed(0)
     batch, keys, heads, head_size, hidden = 2, 8, 4, 8, 32
-    inputs = (torch.randn(batch, hidden, generator=generator), torch.randn(batch, hidden, generator=generator),
-              torch.tensor([False, True]), torch.randn(batch, keys, heads, head_size, generator=generator),
+    carry = (torch.randn(batch, hidden, generator=generator), torch.randn(batch, hidden, generator=generator))
+    window = (torch.randn(batch, keys, heads, head_size, generator=generator),
               torch.randn(batch, keys, heads, head_size, generator=generator),
-              torch.rand(batch, keys, generator=generator) > 0.3)
+              torch.rand(batch, keys, generator=generator) > 0.3, torch.tensor([True, False]),
+              torch.tensor([False, True]), None)
     torch._dynamo.reset()
-    compiled = torch.compile(layer.chain_step, fullgraph=True, backend="aot_eager")  # a graph break raises
+    compiled = torch.compile(layer.chain_window, fullgraph=True, backend="aot_eager")  # a graph break raises
     with torch.no_grad():
-        for got, expected in zip(compiled(*inputs), layer.chain_step(*inputs)):
-            assert torch.allclose(got, expected, atol=1e-6)
+        got, expected = compiled(carry, window), layer.chain_window(carry, window)
+    for a, b in zip((*got[0], *got[1]), (*expected[0], *expected[1]), strict=True):
+        assert torch.allclose(a, b, atol=1e-6)
 
 
 @pytest.mark.parametrize("model_class", [RANModel, RANForCausalLM])
@@ -120,14 +122,14 @@ def test_under_bf16_autocast_the_cell_chain_runs_in_the_weights_dtype(model_clas
     model = randomize(model_class(tiny_config()), seed=3).to(DEVICE).eval()
     ids, mask = padded_ids([61, 40], seed=4)
     seen = []
-    original = RANLayer.chain_step
+    original = RANLayer.chain_window
 
-    def recording_chain_step(self, s, previous_c, has_previous, window_keys, window_values, window_key_mask):
-        seen.append((s.dtype, previous_c.dtype, window_keys.dtype, window_values.dtype, torch.is_autocast_enabled(
+    def recording_chain_window(self, carry, window):
+        seen.append((carry[0].dtype, carry[1].dtype, window[0].dtype, window[1].dtype, torch.is_autocast_enabled(
             DEVICE.type)))
-        return original(self, s, previous_c, has_previous, window_keys, window_values, window_key_mask)
+        return original(self, carry, window)
 
-    with mock.patch.object(RANLayer, "chain_step", recording_chain_step), torch.no_grad(), torch.autocast(
+    with mock.patch.object(RANLayer, "chain_window", recording_chain_window), torch.no_grad(), torch.autocast(
             DEVICE.type, dtype=torch.bfloat16):
         out = model(ids, attention_mask=mask, **({"use_cache": True} if model_class is RANForCausalLM else {}))
         if model_class is RANForCausalLM:  # a decoding step from the cached state

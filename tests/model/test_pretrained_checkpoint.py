@@ -78,7 +78,20 @@ def test_fill_mask_pipeline_on_a_5000_token_text(masked_lm, tokenizer):
         assert predictions[0]["token_str"] == word, predictions
 
 
-@pytest.mark.parametrize("name", ["modeling_ran.py", "configuration_ran.py", "window_layout.py", "input_checks.py"])
+def remote_code_files() -> list[str]:
+    """`modeling_ran.py` and every module it imports relatively, as `save_pretrained` copies them."""
+    from transformers.dynamic_module_utils import get_relative_import_files
+
+    modeling = Path(ran_hf.__file__).parent / "modeling_ran.py"
+    return sorted({"modeling_ran.py", *(Path(f).name for f in get_relative_import_files(modeling))})
+
+
+def test_the_remote_code_files_include_the_chain_runners():
+    assert {"cell_chain.py", "chain_eager.py", "chain_compiled.py", "chain_cuda_graphs.py", "chain_while_loop.py",
+            "cache_ran.py", "window_layout.py", "input_checks.py", "configuration_ran.py"} <= set(remote_code_files())
+
+
+@pytest.mark.parametrize("name", remote_code_files())
 def test_the_checkpoints_remote_code_is_the_packages(name):
     """`trust_remote_code=True` without ran_hf installed runs the folder's copies: they must be this package's code
     (copy `ran_hf/*.py` into the folder after changing the model)."""

@@ -10,7 +10,7 @@ the last window.
 import pytest
 import torch
 
-from ran_hf.window_layout import CPU_TOKEN_CHUNK, RANWindowLayout, run_chain, window_chunks
+from ran_hf.window_layout import CPU_TOKEN_CHUNK, RANWindowLayout, window_chunks
 
 
 LENGTHS = [196_608, 200_000, 200_001, 200_192]
@@ -98,42 +98,3 @@ def test_the_values_read_in_one_transfer_match_the_grid(trial, causal):
     assert layout.num_past == (int(offset.max()) if offset is not None else 0)
     assert (layout.offset is None) == (offset is None or not bool(offset.any()))
     torch.testing.assert_close(layout.to_sequence(layout.to_grid(mask[..., None].float())), mask[..., None].float())
-
-
-def toy_step(carry, window):
-    """A recurrence with an order-dependent carry: `c <- 0.5 c + x_i * m_i`, output `(c, i-th input doubled)`."""
-    x, m = window[:2]
-    carry = 0.5 * carry + x * m
-    return carry, (carry, 2 * x)
-
-
-@pytest.mark.parametrize("num_steps", [0, 1, 3, 4, 5, 7, 8])
-@pytest.mark.parametrize("block_size", [2, 3, 4])
-def test_the_chain_in_blocks_visits_every_window_once_in_order(num_steps, block_size):
-    """Blocks of `block_size` windows, the rest one at a time, a last window left out (`num_steps` < 8): the same
-    carry, outputs and input gradients as one window at a time, with one block call per whole block."""
-    x = torch.randn(8, 3, requires_grad=True)
-    m = torch.rand(8, 3)
-    block_calls = []
-
-    def block_step(carry, block):
-        assert block[0].shape[0] == block_size and block[2] is None
-        block_calls.append(1)
-        outputs = []
-        for window in zip(*(w.unbind(0) for w in block[:2])):
-            carry, y = toy_step(carry, window)
-            outputs.append(y)
-        return carry, tuple(torch.stack(t) for t in zip(*outputs))
-
-    start = torch.zeros(3)
-    expected_carry, expected = run_chain(toy_step, start, [x, m, None], num_steps)
-    carry, got = run_chain(toy_step, start, [x, m, None], num_steps, block_step=block_step, block_size=block_size)
-    assert len(block_calls) == num_steps // block_size and len(got) == num_steps
-    torch.testing.assert_close(carry, expected_carry)
-    for y, z in zip(got, expected):
-        torch.testing.assert_close(torch.stack(y), torch.stack(z))
-    if num_steps:
-        loss = lambda c, ys: c.sum() + sum(a.square().sum() + b.sum() for a, b in ys)  # noqa: E731
-        (grad,) = torch.autograd.grad(loss(carry, got), x)
-        (expected_grad,) = torch.autograd.grad(loss(expected_carry, expected), x)
-        torch.testing.assert_close(grad, expected_grad)
