@@ -103,7 +103,13 @@ from run_scripts.helpers.data_files import (
     split_columns,
 )
 from run_scripts.helpers.dependencies import require_modules
-from run_scripts.helpers.model_args import RANModelArguments, build_model, parameter_learning_rates
+from run_scripts.helpers.model_args import (
+    RANModelArguments,
+    build_model,
+    parameter_learning_rates,
+    prediction_length,
+    record_trained_length,
+)
 from run_scripts.helpers.recipes import RECIPES, Recipe, select_recipe
 from run_scripts.helpers.reports import (
     classification_scores,
@@ -225,7 +231,9 @@ class DataTrainingArguments:
     )
     max_length: int | None = field(
         default=8192,
-        metadata={"help": "Truncate documents to this many tokens ([CLS] and [SEP] included). 0: no limit."},
+        metadata={"help": "Truncate documents to this many tokens ([CLS] and [SEP] included). 0: no limit. The saved "
+                          "model records it (config.max_length_trained); evaluating or predicting without training "
+                          "reads documents at the recorded length unless this flag is given."},
     )
     multi_label_threshold: float = field(default=0.5, metadata={"help": "Multi-label: sigmoid threshold."})
     skip_empty_documents: bool = field(
@@ -370,6 +378,16 @@ def hold_out_validation(train: datasets.Dataset, data_args, seed: int,
     return train.select(train_idx), train.select(val_idx)
 
 
+def document_length(data_args, model_args, training_args, argv: list[str]) -> int | None:
+    """The `--max_length` this run reads documents at (None: no limit): the flag's when training; without training,
+    the length the model was trained and selected at unless `--max_length` is on the command line
+    (`prediction_length`)."""
+    max_length = data_args.max_length or None
+    if training_args.do_train:
+        return max_length
+    return prediction_length(model_args, max_length, explicit=flag_value(argv, "--max_length") is not None)
+
+
 def tokenize_split(split: datasets.Dataset, tokenizer, max_length: int | None, name: str) -> datasets.Dataset:
     """Token ids, cut at `max_length` only (no 512-token cap; a cut document keeps its final [SEP]), with each
     document's `length` after and `full_length` before the cut."""
@@ -477,7 +495,7 @@ def main(argv: list[str] | None = None) -> dict:
     resume = resolve_checkpoint(training_args) if training_args.do_train else None
     tokenizer, tokenizer_source = get_tokenizer(model_args, lambda: list(raw["train"]["text"]),
                                                 resume_checkpoint=resume)
-    max_length = data_args.max_length or None
+    max_length = document_length(data_args, model_args, training_args, argv)
     tokenized = {split: tokenize_split(ds, tokenizer, max_length, split) for split, ds in raw.items()}
     length_stats, length_report, truncated = report_lengths(tokenized, max_length, tokenizer_source)
 
@@ -486,6 +504,8 @@ def main(argv: list[str] | None = None) -> dict:
                     "problem_type": "multi_label_classification" if multi else "single_label_classification"}
     model = build_model(AutoModelForSequenceClassification, model_args, tokenizer, label_config,
                         ignore_mismatched_sizes=True, recipe_config=recipe.config if recipe else None)
+    if training_args.do_train:
+        record_trained_length(model.config, max_length)
     trainer = build_trainer(model, tokenizer, tokenized, model_args, data_args, training_args, multi)
 
     results: dict = {"length_statistics": length_stats, "labels": label_list, "multi_label": multi}

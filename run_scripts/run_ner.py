@@ -51,7 +51,13 @@ from transformers import (
 
 from run_scripts.helpers.data_files import check_file, named_decode_errors, open_text
 from run_scripts.helpers.dependencies import script_dependencies
-from run_scripts.helpers.model_args import RANModelArguments, build_model, parameter_learning_rates
+from run_scripts.helpers.model_args import (
+    RANModelArguments,
+    build_model,
+    parameter_learning_rates,
+    prediction_length,
+    record_trained_length,
+)
 from run_scripts.helpers.reports import (
     command_line,
     format_length_table,
@@ -65,6 +71,7 @@ from run_scripts.helpers.tokenizer import get_tokenizer
 from run_scripts.helpers.trainer_setup import (
     RANTrainer,
     disable_eval_if_no_data,
+    flag_value,
     parse_args,
     resolve_checkpoint,
     setup_logging,
@@ -108,7 +115,9 @@ class DataTrainingArguments:
         default=True, metadata={"help": "Join the sentences of each -DOCSTART- document into one input."}
     )
     max_length: int | None = field(
-        default=0, metadata={"help": "Truncate inputs to this many word pieces (0: no limit, the default)."}
+        default=0, metadata={"help": "Truncate inputs to this many word pieces (0: no limit, the default). The saved "
+                                     "model records it (config.max_length_trained); evaluating or predicting without "
+                                     "training reads inputs at the recorded length unless this flag is given."}
     )
     skip_empty_documents: bool = field(default=False, metadata={"help": "Skip empty documents with a warning."})
     max_train_samples: int | None = field(default=None, metadata={"help": "Keep only the first N train documents."})
@@ -426,6 +435,8 @@ def main(argv: list[str] | None = None) -> dict:
     started = time.time()
     set_seed(training_args.seed)
     max_length = data_args.max_length or None
+    if not training_args.do_train:
+        max_length = prediction_length(model_args, max_length, explicit=flag_value(argv, "--max_length") is not None)
     unit = "documents" if data_args.document_level else "sentences"
 
     examples = read_splits(data_args, training_args)
@@ -440,6 +451,8 @@ def main(argv: list[str] | None = None) -> dict:
     model = build_model(AutoModelForTokenClassification, model_args, tokenizer,
                         {"id2label": dict(enumerate(label_list)), "label2id": label2id},
                         ignore_mismatched_sizes=True)
+    if training_args.do_train:
+        record_trained_length(model.config, max_length)
     trainer = build_trainer(model, tokenizer, encoded, model_args, training_args)
 
     results: dict = {"labels": label_list, "length_statistics": stats}

@@ -179,3 +179,43 @@ def parameter_learning_rates(model, model_args: RANModelArguments) -> dict[str, 
     logger.info(f"--head_learning_rate {model_args.head_learning_rate} for the {len(names)} weights "
                 f"{model_args.model_name_or_path} does not hold: {', '.join(names)}.")
     return dict.fromkeys(names, model_args.head_learning_rate)
+
+
+# The saved config's record of the `--max_length` a model was trained and selected at (0: no limit). Not a RANConfig
+# field: any config keeps an extra attribute through save_pretrained / from_pretrained (remote code too).
+TRAINED_LENGTH = "max_length_trained"
+
+
+def record_trained_length(config, max_length: int | None) -> None:
+    """Write the length the model trains at (`--max_length`; None or 0: no limit) into its config, which its
+    checkpoints and the saved model carry."""
+    setattr(config, TRAINED_LENGTH, int(max_length or 0))
+
+
+def _length(max_length: int | None) -> str:
+    return f"{max_length} tokens per document" if max_length else "whole documents (no limit)"
+
+
+def prediction_length(model_args: RANModelArguments, max_length: int | None, explicit: bool) -> int | None:
+    """The `--max_length` to evaluate or predict at without training: the one the model of `--model_name_or_path` was
+    trained at (its config's `max_length_trained`) unless `--max_length` is `explicit` on the command line, which
+    wins. Logged either way. Returns the length (None: no limit)."""
+    source = model_args.model_name_or_path
+    config = AutoConfig.from_pretrained(source, trust_remote_code=model_args.trust_remote_code)
+    trained = getattr(config, TRAINED_LENGTH, None)
+    if trained is None:
+        logger.info(f"{source} does not record the length it was trained at; reading {_length(max_length)} "
+                    f"(--max_length).")
+        return max_length
+    trained = int(trained) or None
+    if not explicit:
+        logger.info(f"Reading {_length(trained)}, the length {source} was trained and selected at "
+                    f"(config.{TRAINED_LENGTH}); pass --max_length to read another length.")
+        return trained
+    if max_length != trained:
+        logger.warning(f"--max_length: reading {_length(max_length)}, but {source} was trained and selected at "
+                       f"{_length(trained)}; its probabilities for documents longer than that differ from the ones "
+                       f"its validation measured.")
+    else:
+        logger.info(f"Reading {_length(max_length)} (--max_length), the length {source} was trained at.")
+    return max_length
