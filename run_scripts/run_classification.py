@@ -83,14 +83,11 @@ from transformers import (
 )
 
 from run_scripts.helpers.classification import (
-    check_split_labels,
-    config_label_names,
+    class_names_field,
     encode_labels,
     logits_to_predictions,
-    parse_class_names,
-    parse_labels,
+    resolve_split_labels,
     score_test_split,
-    training_label_names,
     validation_indices,
     write_predictions,
 )
@@ -223,12 +220,7 @@ class DataTrainingArguments:
                           "joined with a blank line."},
     )
     label_column_name: str = field(default="label", metadata={"help": "Field holding the label(s)."})
-    class_names: str | None = field(
-        default=None,
-        metadata={"help": "Names for the label values, 'value=name,...' (e.g. '0=negative,1=positive'): the saved "
-                          "config's id2label, the predictions and `pipeline` then use the names. Every training "
-                          "label needs one. Default: the values as they are (a string label is its own name)."},
-    )
+    class_names: str | None = class_names_field()
     max_length: int | None = field(
         default=8192,
         metadata={"help": "Truncate documents to this many tokens ([CLS] and [SEP] included). 0: no limit. The saved "
@@ -344,21 +336,15 @@ def read_splits(sources: dict, dataset, data_args, training_args) -> dict[str, t
 def resolve_labels(splits: dict, sources: dict, dataset, data_args, model_args) -> tuple[bool, list[str], dict]:
     """The model's labels, from the training split (named by `--class_names`, in a `ClassLabel`'s order where the
     dataset has one) or, without training, from the trained model's config; every split's labels checked against
-    them. Returns (multi_label, the labels in id order, split -> label keys)."""
-    label_col = data_args.label_column_name
-    class_names = parse_class_names(data_args.class_names)
-    parsed = {split: parse_labels(records, label_col, source, arg, class_names)
-              for split, (arg, source, records) in splits.items() if label_col in records[0]}
-    if "train" in parsed:
-        multi, keys = parsed["train"]
-        feature = dataset[sources["train"][2]].features.get(label_col) if dataset is not None else None
+    them (`resolve_split_labels`). Returns (multi_label, the labels in id order, split -> label keys)."""
+    label_col, order = data_args.label_column_name, None
+    if dataset is not None and "train" in splits:
+        feature = dataset[sources["train"][2]].features.get(label_col)
         order = feature.names if isinstance(feature, datasets.ClassLabel) else None
-        arg, source, _ = splits["train"]
-        label_list = training_label_names(multi, keys, arg, source, class_names, order)
-    else:
-        multi, label_list = config_label_names(AutoConfig.from_pretrained(
-            model_args.model_name_or_path, trust_remote_code=model_args.trust_remote_code))
-    return multi, label_list, check_split_labels(parsed, splits, multi, label_list, class_names)
+    return resolve_split_labels(
+        splits, label_col, data_args.class_names,
+        lambda: AutoConfig.from_pretrained(model_args.model_name_or_path,
+                                           trust_remote_code=model_args.trust_remote_code), order)
 
 
 def labelled_dataset(records: list[dict], keys: list | None, label_list: list[str], multi: bool) -> datasets.Dataset:

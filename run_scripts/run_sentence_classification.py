@@ -19,9 +19,13 @@ runs started together on the same data, e.g. several seeds, encode each file onc
 trains.
 
 Data flags and formats are those of `run_classification.py` (`--train_file --validation_file --test_file`,
-`.jsonl/.json/.csv/.tsv[.gz]`, `--text_column_name --label_column_name`, multi-label lists). The report is too: test
-accuracy, micro- and macro-F1 overall and on the documents of at most and of more than 512 tokens (the encoder's
-tokenizer, [CLS]/[SEP] included, whole document), beside the majority class of the training labels.
+`.jsonl/.json/.csv/.tsv[.gz]`, `--text_column_name --label_column_name`, multi-label lists), and so are the label
+names (`--class_names '0=negative,1=positive'`; the default job names Hyperpartisan's 0 and 1 not-hyperpartisan and
+hyperpartisan, as `run_classification.py` does). A document too short to split into one sentence (fewer than
+`--min_sentence_tokens` encoder tokens) is an error listing every such document of the file, before any encoding. The
+report is `run_classification.py`'s too: test accuracy, micro- and macro-F1 overall and on the documents of at most
+and of more than 512 tokens (the encoder's tokenizer, [CLS]/[SEP] included, whole document), beside the majority
+class of the training labels.
 
 Training: AdamW (weight decay 0.01) at lr 1e-3, batches of 8 documents grouped by number of sentences, linear
 warm-up over 2% of the steps (one epoch of the 50), linear decay; evaluation every epoch, early stopping after
@@ -61,13 +65,11 @@ from ran_hf import DocumentSentenceProcessor, RANSentenceForSequenceClassificati
 from ran_hf.processing_sentences import read_sentence_encoder_settings
 from run_scripts.helpers.classification import (
     LONG,
-    check_split_labels,
-    config_label_names,
+    class_names_field,
     encode_labels,
     logits_to_predictions,
-    parse_labels,
+    resolve_split_labels,
     score_test_split,
-    training_label_names,
     validation_indices,
     write_predictions,
 )
@@ -86,6 +88,7 @@ from run_scripts.helpers.sentences import (
     SentenceCollator,
     SentenceTrainer,
     cached_sentence_embeddings,
+    check_splittable,
     default_encoder_path,
     sentence_token_ids,
 )
@@ -98,7 +101,7 @@ from run_scripts.helpers.trainer_setup import (
     train_and_save,
     trainer_defaults,
 )
-from run_scripts.run_classification import DEFAULT_TEST_FILE, DEFAULT_TRAIN_FILE
+from run_scripts.run_classification import DEFAULT_CLASS_NAMES, DEFAULT_TEST_FILE, DEFAULT_TRAIN_FILE
 
 
 logger = logging.getLogger("run_scripts")
@@ -108,7 +111,8 @@ SCRIPT_DEFAULTS = trainer_defaults(
     eval_batch_size="32", logging_steps="10", warmup="0.02", best_metric="macro_f1") + [
     "--remove_unused_columns", "False"]
 DEFAULT_JOB_ARGS = ["--train_file", DEFAULT_TRAIN_FILE, "--test_file", DEFAULT_TEST_FILE, "--text_column_name",
-                    "title,text", "--output_dir", "outputs/hyperpartisan_sentences"]
+                    "title,text", "--class_names", DEFAULT_CLASS_NAMES, "--output_dir",
+                    "outputs/hyperpartisan_sentences"]
 DATA_FLAGS = ("--train_file", "--validation_file", "--test_file")
 
 
@@ -157,6 +161,7 @@ class SentenceDataArguments:
                                         "(stratified) for validation. 0 turns it off."})
     text_column_name: str = field(default="text", metadata={"help": "Text field(s), comma-separated."})
     label_column_name: str = field(default="label", metadata={"help": "Label field."})
+    class_names: str | None = class_names_field()
     skip_empty_documents: bool = field(default=False, metadata={"help": "Skip empty documents with a warning."})
     max_train_samples: int | None = field(default=None, metadata={"help": "Keep only the first N training docs."})
     max_eval_samples: int | None = field(default=None, metadata={"help": "Keep only the first N validation docs."})
@@ -206,18 +211,14 @@ def read_splits(data_args, training_args) -> dict[str, tuple[str, str, list[dict
 
 
 def attach_labels(splits: dict, data_args, model_args) -> tuple[bool, list[str]]:
-    """The model's labels, from the training split or, without training, from the trained model's config; every
-    split's labels checked against them and stored on its records as `_label` (an id, or a multi-hot row).
-    Returns (multi_label, the labels in id order)."""
-    parsed = {split: parse_labels(records, data_args.label_column_name, source, arg)
-              for split, (arg, source, records) in splits.items()}
-    if "train" in parsed:
-        multi, keys = parsed["train"]
-        label_list = training_label_names(multi, keys, "train_file", data_args.train_file)
-    else:
-        multi, label_list = config_label_names(
-            RANSentenceForSequenceClassification.config_class.from_pretrained(model_args.model_name_or_path))
-    for split, keys in check_split_labels(parsed, splits, multi, label_list).items():
+    """The model's labels, named as `run_classification.py` names them (`resolve_split_labels`: from the training
+    split and `--class_names`, or without training from the trained model's config); every split's labels checked
+    against them and stored on its records as `_label` (an id, or a multi-hot row). Returns (multi_label, the labels
+    in id order)."""
+    multi, label_list, label_keys = resolve_split_labels(
+        splits, data_args.label_column_name, data_args.class_names,
+        lambda: RANSentenceForSequenceClassification.config_class.from_pretrained(model_args.model_name_or_path))
+    for split, keys in label_keys.items():
         for record, label in zip(splits[split][2], encode_labels(keys, label_list, multi).tolist()):
             record["_label"] = label
     return multi, label_list
@@ -272,6 +273,11 @@ def document_datasets(splits: dict, processor, model_args) -> tuple[dict, dict]:
     each document's length in encoder tokens. Returns (split -> `DocumentDataset`, split -> token lengths)."""
     key = processor.model_input_names[0]
     documents, token_lengths = {}, {}
+    for split, (arg, source, records) in splits.items():  # every split checked before any is encoded
+        texts = [r["_text"] for r in records]
+        token_lengths[split] = [len(ids) for ids in processor.tokenizer(texts)["input_ids"]]
+        check_splittable(texts, [r["_line"] for r in records], token_lengths[split], f"--{arg} '{source}'",
+                         processor)
     for split, (arg, source, records) in splits.items():
         texts, lines = [r["_text"] for r in records], [r["_line"] for r in records]
         if key == "sentence_embeddings":
@@ -280,7 +286,6 @@ def document_datasets(splits: dict, processor, model_args) -> tuple[dict, dict]:
         else:
             inputs = sentence_token_ids(texts, lines, source, processor)
         documents[split] = DocumentDataset([{key: x, "labels": r["_label"]} for x, r in zip(inputs, records)])
-        token_lengths[split] = [len(ids) for ids in processor.tokenizer(texts)["input_ids"]]
     return documents, token_lengths
 
 

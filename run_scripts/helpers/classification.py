@@ -9,6 +9,8 @@ import json
 import logging
 import os
 import re
+from collections.abc import Callable
+from dataclasses import field
 
 import numpy as np
 import torch
@@ -140,6 +142,36 @@ def training_label_names(multi: bool, keys: list, arg: str, source: str, class_n
         raise ValueError(f"--class_names names the values {sorted(class_names)} but not the training label(s) "
                          f"{unnamed}; give every label a name.")
     return [class_names.get(k, k) for k in labels]
+
+
+def class_names_field():
+    """The `--class_names` option of both classification scripts (a dataclass field of their data arguments)."""
+    return field(
+        default=None,
+        metadata={"help": "Names for the label values, 'value=name,...' (e.g. '0=negative,1=positive'): the saved "
+                          "config's id2label, the predictions and `pipeline` then use the names. Every training "
+                          "label needs one. Default: the values as they are (a string label is its own name)."},
+    )
+
+
+def resolve_split_labels(splits: dict, label_field: str, class_names_spec: str | None,
+                         trained_config: Callable[[], object], dataset_order: list[str] | None = None):
+    """The model's labels and every split's label keys, as both classification scripts name them: from the training
+    split (`parse_labels`, named by `--class_names` (`class_names_spec`), sorted or in `dataset_order`) or, without
+    training, from the trained model's config (`trained_config()`, called only then); every split's labels
+    renamed and checked against them (`check_split_labels`). `splits`: split -> (flag, source, records); a split
+    whose records have no `label_field` (a test file to predict) is left out. Returns (multi_label, the labels in
+    id order, split -> label keys)."""
+    class_names = parse_class_names(class_names_spec)
+    parsed = {split: parse_labels(records, label_field, source, arg, class_names)
+              for split, (arg, source, records) in splits.items() if records and label_field in records[0]}
+    if "train" in parsed:
+        multi, keys = parsed["train"]
+        arg, source, _ = splits["train"]
+        label_list = training_label_names(multi, keys, arg, source, class_names, dataset_order)
+    else:
+        multi, label_list = config_label_names(trained_config())
+    return multi, label_list, check_split_labels(parsed, splits, multi, label_list, class_names)
 
 
 def config_label_names(config) -> tuple[bool, list[str]]:

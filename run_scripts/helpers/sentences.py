@@ -51,6 +51,29 @@ def split_documents(processor: DocumentSentenceProcessor, texts: list[str], line
     return documents
 
 
+def check_splittable(texts: list[str], lines: list[int], token_lengths: list[int], source: str,
+                     processor: DocumentSentenceProcessor) -> None:
+    """A ValueError listing every document of `source` that `processor.split` cannot split into one sentence (fewer
+    than `min_sentence_tokens` encoder tokens), so that a split stops before any encoding, naming all of them.
+    `token_lengths`: each document's length in encoder tokens with [CLS] and [SEP]; only the documents short enough
+    to fail are split here."""
+    short = []
+    for text, line, length in zip(texts, lines, token_lengths):
+        if length < 2 * processor.min_sentence_tokens + 8:  # (a whole document's tokens, with room to spare)
+            try:
+                processor.split(text)
+            except ValueError:
+                short.append((line, max(length - 2, 0)))
+    if not short:
+        return
+    shown = ", ".join(f"line {line} ({tokens} token{'s' if tokens != 1 else ''})" for line, tokens in short[:20])
+    raise ValueError(
+        f"{source}: {len(short)} document(s) too short to split into a sentence (fewer than min_sentence_tokens="
+        f"{processor.min_sentence_tokens} encoder tokens): {shown}{' ...' if len(short) > 20 else ''}. A document "
+        f"needs one sentence to be classified: drop these documents, or train with a --min_sentence_tokens of at "
+        f"most {min(tokens for _, tokens in short)}.")
+
+
 def _encoder_digest(encoder_path: str) -> str:
     """Identifies an encoder folder by its config files and the size and first MiB of its weight files."""
     digest = hashlib.sha1()

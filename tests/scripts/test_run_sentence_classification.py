@@ -105,7 +105,8 @@ def test_bad_input_errors(data, tmp_path):
         run(data, tmp_path / "x", "--encoder", str(tmp_path / "no_such_encoder"))
     short = tmp_path / "short.jsonl"
     short.write_text(json.dumps({"text": "Hi.", "label": "sports"}) + "\n")
-    with pytest.raises(ValueError, match=r"short.jsonl, line 1: .*fewer than min_sentence_tokens"):
+    with pytest.raises(ValueError, match=r"--test_file '.*short.jsonl': 1 document\(s\) too short to split into a "
+                                         r"sentence \(fewer than min_sentence_tokens=5 encoder tokens\): line 1"):
         run({**data, "test": str(short)}, tmp_path / "y", "--head", "aose")
 
 
@@ -184,3 +185,49 @@ def test_concurrent_runs_share_the_encoding(data, tmp_path, monkeypatch, other_r
     assert len(shared) == len(alone) == 5
     for a, b in zip(shared, alone):
         np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+def test_short_documents_are_listed_before_any_encoding(data, tmp_path, monkeypatch):
+    """Every document too short for one sentence is named in one error, before the encoder is loaded."""
+    import sentence_transformers
+
+    rows = [json.loads(line) for line in open(data["train"])]
+    rows[1]["text"], rows[4]["text"] = "Hi.", "Ok."  # under min_sentence_tokens 5 encoder tokens
+    train = tmp_path / "train.jsonl"
+    train.write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+    def no_encoding(*args, **kwargs):
+        raise AssertionError("the encoder was loaded before the short documents were reported")
+
+    monkeypatch.setattr(sentence_transformers, "SentenceTransformer", no_encoding)
+    with pytest.raises(ValueError, match=r"--train_file '.*train.jsonl': 2 document\(s\) too short .*: line 2 \(\d "
+                                         r"tokens\), line 5 \(\d tokens\)\. .*--min_sentence_tokens of at most \d"):
+        run({**data, "train": str(train)}, tmp_path / "short", "--embedding_cache_dir", str(tmp_path / "cache"))
+
+
+def test_labels_are_named_with_class_names_as_run_classification_names_them(data, tmp_path):
+    from ran_hf import RANSentenceForSequenceClassification
+
+    results = run(data, tmp_path / "named", "--head", "aose", "--num_train_epochs", "1",
+                  "--class_names", "sports=Sports,politics=Politics")
+    assert results["labels"] == ["Politics", "Sports"]  # the sorted values, renamed
+    config = RANSentenceForSequenceClassification.config_class.from_pretrained(tmp_path / "named")
+    assert config.id2label == {0: "Politics", 1: "Sports"}
+    assert {json.loads(line)["prediction"] for line in open(tmp_path / "named" / "test_predictions.jsonl")} <= {
+        "Politics", "Sports"}
+    with pytest.raises(ValueError, match=r"--class_names names the values \['sports'\] but not the training "
+                                         r"label\(s\) \['politics'\]"):
+        run(data, tmp_path / "partial", "--class_names", "sports=Sports")
+
+
+def test_the_default_job_names_the_hyperpartisan_labels(data, tmp_path):
+    """No data file: the shipped Hyperpartisan files (a slice), named as run_classification.py names them."""
+    results = run_sentence_classification.main([
+        "--encoder", data["encoder"], "--embedding_cache_dir", data["cache"], "--output_dir", str(tmp_path / "hp"),
+        "--max_train_samples", "30", "--max_predict_samples", "4", "--max_sentences", "4", "--num_train_epochs", "1",
+        "--use_cpu", "--report_to", "none", "--disable_tqdm", "True"])
+    assert results["labels"] == ["not-hyperpartisan", "hyperpartisan"]
+    from ran_hf import RANSentenceForSequenceClassification
+
+    config = RANSentenceForSequenceClassification.config_class.from_pretrained(tmp_path / "hp")
+    assert config.id2label == {0: "not-hyperpartisan", 1: "hyperpartisan"}
