@@ -99,6 +99,7 @@ from run_scripts.helpers.data_files import (
     read_records,
     split_columns,
 )
+from run_scripts.helpers.collapse import check_collapse, collapse_section, distinct_predictions
 from run_scripts.helpers.dependencies import require_modules
 from run_scripts.helpers.model_args import (
     RANModelArguments,
@@ -412,7 +413,8 @@ def build_trainer(model, tokenizer, tokenized: dict, model_args, data_args, trai
 
     def compute_metrics(eval_pred):
         predictions = logits_to_predictions(eval_pred.predictions, multi, data_args.multi_label_threshold)
-        return classification_scores(np.asarray(eval_pred.label_ids).astype(int), predictions)
+        return {**classification_scores(np.asarray(eval_pred.label_ids).astype(int), predictions),
+                "predicted_classes": distinct_predictions(predictions)}
 
     eval_dataset = None
     if "validation" in tokenized:
@@ -423,6 +425,17 @@ def build_trainer(model, tokenizer, tokenized: dict, model_args, data_args, trai
         processing_class=tokenizer, data_collator=DataCollatorWithPadding(tokenizer), compute_metrics=compute_metrics,
         save_every_minutes=model_args.save_every_minutes, learning_rates=parameter_learning_rates(model, model_args),
     )
+
+
+def evaluate_validation(trainer: RANTrainer, label_list: list[str], multi: bool) -> dict:
+    """The validation scores of the model the run keeps (logged, and saved as `eval_results.json`) and whether the
+    run collapsed to one class (`check_collapse`, which warns). Returns {"eval": the scores, "collapse": the
+    finding or None}."""
+    metrics = trainer.evaluate()
+    trainer.log_metrics("eval", metrics)
+    trainer.save_metrics("eval", metrics)
+    return {"eval": metrics,
+            "collapse": check_collapse(trainer, metrics, "eval_predicted_classes", None if multi else len(label_list))}
 
 
 def predict_test(trainer: RANTrainer, tokenized: dict, test_split: tuple, label_list: list[str], multi: bool,
@@ -498,10 +511,7 @@ def main(argv: list[str] | None = None) -> dict:
     if training_args.do_train:
         results["train"] = train_and_save(trainer, resume)
     if trainer.eval_dataset is not None:
-        metrics = trainer.evaluate()
-        trainer.log_metrics("eval", metrics)
-        trainer.save_metrics("eval", metrics)
-        results["eval"] = metrics
+        results.update(evaluate_validation(trainer, label_list, multi))
     table = {}
     if training_args.do_predict:
         test_results, table = predict_test(trainer, tokenized, splits["test"], label_list, multi, data_args,
@@ -522,7 +532,7 @@ def main(argv: list[str] | None = None) -> dict:
 
 def write_card(training_args, data_args, model_args, model, results, table, length_report, truncated, max_length,
                tokenizer_source, label_list, multi, default_job, argv):
-    sections = {}
+    sections = collapse_section(results)
     if table:
         sections["Test results"] = (
             f"On `{splits_source(data_args, 'test')}` ({results['test']['test_samples']} documents"

@@ -49,6 +49,7 @@ from transformers import (
     set_seed,
 )
 
+from run_scripts.helpers.collapse import check_collapse, collapse_section, distinct_predictions
 from run_scripts.helpers.data_files import check_file, named_decode_errors, open_text
 from run_scripts.helpers.dependencies import script_dependencies
 from run_scripts.helpers.model_args import (
@@ -401,7 +402,7 @@ def build_trainer(model, tokenizer, encoded: dict, model_args, training_args) ->
 
     def compute_metrics(eval_pred):
         gold, pred = tag_sequences(eval_pred.predictions, eval_pred.label_ids, id2label)
-        return entity_scores(gold, pred)
+        return {**entity_scores(gold, pred), "predicted_tags": distinct_predictions([t for row in pred for t in row])}
 
     eval_dataset = sort_by_length(encoded["validation"])[0] if "validation" in encoded else None
     return RANTrainer(model=model, args=training_args, train_dataset=encoded.get("train"),
@@ -421,6 +422,7 @@ def score_split(trainer: RANTrainer, dataset: datasets.Dataset, split: str, unit
     metrics = {f"{prefix}_{k}": v for k, v in entity_scores(gold, pred).items()}
     metrics[f"{prefix}_loss"] = output.metrics.get(f"{prefix}_loss")
     metrics[f"{prefix}_{unit}"] = len(gold)
+    metrics[f"{prefix}_predicted_tags"] = distinct_predictions([tag for row in pred for tag in row])
     per_type = per_type_scores(gold, pred)
     trainer.log_metrics(prefix, metrics)
     trainer.save_metrics(prefix, {**metrics, f"{prefix}_per_type": per_type})
@@ -473,6 +475,7 @@ def main(argv: list[str] | None = None) -> dict:
             write_predictions(os.path.join(training_args.output_dir, "test_predictions.txt"), examples["test"],
                               unsort(pred, order), data_args.document_level)
 
+    results["collapse"] = check_collapse(trainer, results.get("validation"), "eval_predicted_tags", None)
     results["wall_time_s"] = round(time.time() - started, 1)
     if training_args.should_save:
         if not training_args.do_train:
@@ -487,7 +490,7 @@ def main(argv: list[str] | None = None) -> dict:
 
 def write_card(model, results: dict, per_type: dict, data_args, model_args, training_args, label_list: list[str],
                tokenizer_source: str, length_report: str, max_length: int | None, argv: list[str]) -> None:
-    sections = {}
+    sections = collapse_section(results)
     rows = {split: {k.split("_", 1)[1]: v for k, v in results[split].items()
                     if k.split("_", 1)[1] in ("precision", "recall", "f1", "accuracy")}
             for split in ("validation", "test") if split in results}

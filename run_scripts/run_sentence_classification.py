@@ -73,6 +73,7 @@ from run_scripts.helpers.classification import (
     validation_indices,
     write_predictions,
 )
+from run_scripts.helpers.collapse import check_collapse, collapse_section, distinct_predictions
 from run_scripts.helpers.dependencies import require_modules
 from run_scripts.helpers.data_files import check_file, first_records, read_records, split_columns
 from run_scripts.helpers.reports import (
@@ -310,7 +311,8 @@ def build_trainer(model, processor, documents: dict, model_args, training_args, 
 
     def compute_metrics(eval_pred):
         predictions = logits_to_predictions(eval_pred.predictions, multi, 0.5)
-        return classification_scores(np.asarray(eval_pred.label_ids).astype(int), predictions)
+        return {**classification_scores(np.asarray(eval_pred.label_ids).astype(int), predictions),
+                "predicted_classes": distinct_predictions(predictions)}
 
     callbacks = []
     if model_args.early_stopping_patience and "validation" in documents and training_args.do_train:
@@ -374,6 +376,8 @@ def main(argv: list[str] | None = None) -> dict:
     if "validation" in documents:
         results["eval"] = trainer.evaluate()
         trainer.save_metrics("eval", results["eval"])
+        results["collapse"] = check_collapse(trainer, results["eval"], "eval_predicted_classes",
+                                             None if multi else len(label_list))
     table = {}
     if "test" in documents:
         results["test"], table = predict_test(trainer, documents, splits, token_lengths, label_list, multi,
@@ -408,6 +412,8 @@ def write_card(output_dir: str, model, results: dict, table: dict, argv: list[st
              "sentences, is saved with the model's code):", "", "```python", "from transformers import pipeline",
              f"classifier = pipeline(\"text-classification\", model=\"{output_dir}\", trust_remote_code=True)",
              "classifier([\"A long document ...\"])", "```", ""]
+    for heading, body in collapse_section(results).items():
+        lines += [f"## {heading}", "", body, ""]
     if table:
         lines += ["## Test results", "", format_metrics_table(table), ""]
     if "train" in results:

@@ -8,6 +8,7 @@
 - `trainer_setup`: argument parsing with script defaults, logging, threads, checkpoints, the Trainer;
 - `recipes`: named from-scratch recipes (RANConfig fields and training flags);
 - `reports`: length statistics, markdown tables, model cards, metrics, results logs;
+- `collapse`: telling a run that collapsed to one class (constant predictions, validation loss back at ln K);
 - `language_modeling`: the data and the shared main of run_mlm.py and run_clm.py;
 - `corpus`: a corpus of long documents in jsonl shards, streamed and cut into blocks that never cross documents;
 - `pretraining`: run_mlm.py's streamed-corpus flags, fixed-mask validation, masking collator and masked accuracy.

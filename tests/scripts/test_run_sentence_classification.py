@@ -231,3 +231,12 @@ def test_the_default_job_names_the_hyperpartisan_labels(data, tmp_path):
 
     config = RANSentenceForSequenceClassification.config_class.from_pretrained(tmp_path / "hp")
     assert config.id2label == {0: "not-hyperpartisan", 1: "hyperpartisan"}
+
+
+def test_a_forced_collapse_is_a_warning_in_the_card(data, tmp_path):
+    results = run(data, tmp_path / "collapsed", "--head", "aose", "--learning_rate", "30", "--early_stopping_patience",
+                  "0")
+    assert results["collapse"] is not None and results["eval"]["eval_predicted_classes"] == 1
+    card = (tmp_path / "collapsed" / "README.md").read_text()
+    assert card.index("## Warning: training collapsed") < card.index("## Test results")
+    assert "Try a lower --learning_rate" in card
