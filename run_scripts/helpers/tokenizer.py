@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import torch
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 
@@ -84,13 +85,27 @@ def get_tokenizer(model_args: RANModelArguments, training_texts, output_dir: str
     if resume_checkpoint and Path(resume_checkpoint, "tokenizer.json").is_file():
         logger.info(f"Resuming: the tokenizer of {resume_checkpoint}.")
         return load_tokenizer(resume_checkpoint), resume_checkpoint
-    texts = training_texts()
+    tokenizer = on_the_first_process(lambda: _train_tokenizer(model_args, training_texts()))
+    return tokenizer, f"WordPiece trained here on the training split (vocab {len(tokenizer)})"
+
+
+def _train_tokenizer(model_args: RANModelArguments, texts: list[str]):
     logger.info(f"Training a WordPiece tokenizer (vocab {model_args.tokenizer_vocab_size}, lowercase="
                 f"{model_args.tokenizer_lowercase}) on {len(texts)} training texts.")
-    tokenizer = train_wordpiece_tokenizer(texts, vocab_size=model_args.tokenizer_vocab_size,
-                                          min_frequency=model_args.tokenizer_min_frequency,
-                                          lowercase=model_args.tokenizer_lowercase)
-    return tokenizer, f"WordPiece trained here on the training split (vocab {len(tokenizer)})"
+    return train_wordpiece_tokenizer(texts, vocab_size=model_args.tokenizer_vocab_size,
+                                     min_frequency=model_args.tokenizer_min_frequency,
+                                     lowercase=model_args.tokenizer_lowercase)
+
+
+def on_the_first_process(make):
+    """`make()`, made on the first process of a distributed run and sent to the others, so that every process holds
+    the same object (a tokenizer trained twice can differ: `tokenizers`' WordPiece trainer breaks frequency ties in
+    hash-map order); `make()` itself in a single process."""
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return make()
+    made = [make() if torch.distributed.get_rank() == 0 else None]
+    torch.distributed.broadcast_object_list(made, src=0)
+    return made[0]
 
 
 def use_causal_lm_template(tokenizer) -> None:

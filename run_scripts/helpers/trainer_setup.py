@@ -35,14 +35,47 @@ logger = logging.getLogger("run_scripts")
 
 def parse_args(parser, argv: Sequence[str] | None, script_defaults: Sequence[str] = ()):
     """Parse `script_defaults + argv` (later flags win) or a single .json / .yaml file of arguments. A script default
-    that the user's own flags contradict is dropped with a logged notice (see `drop_contradicted_defaults`)."""
+    that the user's own flags contradict is dropped with a logged notice (see `drop_contradicted_defaults`). In a
+    process launched as one of several (`torchrun`), the `TrainingArguments` are checked to train data-parallel
+    (`distributed_defaults`, `check_data_parallel`)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if len(argv) == 1 and argv[0].endswith(".json"):
-        return parser.parse_json_file(json_file=os.path.abspath(argv[0]))
-    if len(argv) == 1 and argv[0].endswith((".yaml", ".yml")):
-        return parser.parse_yaml_file(yaml_file=os.path.abspath(argv[0]))
-    defaults = drop_contradicted_defaults(list(script_defaults), argv)
-    return parser.parse_args_into_dataclasses(args=defaults + argv)
+        parsed = parser.parse_json_file(json_file=os.path.abspath(argv[0]))
+    elif len(argv) == 1 and argv[0].endswith((".yaml", ".yml")):
+        parsed = parser.parse_yaml_file(yaml_file=os.path.abspath(argv[0]))
+    else:
+        defaults = distributed_defaults() + drop_contradicted_defaults(list(script_defaults), argv)
+        parsed = parser.parse_args_into_dataclasses(args=defaults + argv)
+    for arguments in parsed:
+        if isinstance(arguments, TrainingArguments):
+            check_data_parallel(arguments)
+    return parsed
+
+
+def launched_processes() -> int:
+    """How many processes the launcher started for this job (`WORLD_SIZE`, which torchrun sets; 1 without one)."""
+    return int(os.environ.get("WORLD_SIZE", "1") or 1)
+
+
+def distributed_defaults() -> list[str]:
+    """`--use_cpu` for a process launched as one of several (`torchrun --nproc_per_node N`) on a machine without
+    CUDA: Transformers (through Accelerate) trains CPU processes data-parallel, over gloo, only with `use_cpu`;
+    without it every process trains the whole job alone into the same output folder."""
+    return ["--use_cpu"] if launched_processes() > 1 and not torch.cuda.is_available() else []
+
+
+def check_data_parallel(training_args: TrainingArguments) -> None:
+    """A ValueError naming the fix when this process is one of several launched (`WORLD_SIZE` > 1) but Trainer would
+    train it alone (its world size is 1, as on CPUs with `--use_cpu False`), which would train the whole job once
+    per process into the same folder."""
+    launched = launched_processes()
+    if launched > 1 and training_args.world_size != launched:
+        raise ValueError(
+            f"This process is one of {launched} launched together (WORLD_SIZE={launched}, e.g. torchrun "
+            f"--nproc_per_node {launched}), but Trainer would train it alone (world size "
+            f"{training_args.world_size}), so each process would train the whole job into the same output folder. "
+            f"On CPUs, leave --use_cpu on (the scripts turn it on without CUDA) so the processes train "
+            f"data-parallel over gloo; on GPUs, give each process one (CUDA_VISIBLE_DEVICES).")
 
 
 def flag_value(args: Sequence[str], flag: str) -> str | None:
@@ -132,6 +165,11 @@ def setup_logging(training_args: TrainingArguments) -> None:
     transformers.utils.logging.enable_explicit_format()
     logger.setLevel(min(level, logging.INFO) if training_args.should_log else level)
     datasets.disable_progress_bars()
+    if training_args.world_size > 1:
+        logger.info(f"Data-parallel training: {training_args.world_size} processes on "
+                    f"{training_args.device.type} ({training_args.ddp_backend or 'default'} backend); each step "
+                    f"averages the gradients of {training_args.world_size} batches of "
+                    f"{training_args.per_device_train_batch_size} (--per_device_train_batch_size).")
 
 
 def setup_threads(model_args: RANModelArguments) -> None:
@@ -301,7 +339,13 @@ class TimedCheckpoints(TrainerCallback):
         self.since = self.clock()
 
     def on_step_end(self, args, state, control, **kwargs):
-        if self.since is not None and self.clock() - self.since >= self.seconds:
+        due = self.since is not None and self.clock() - self.since >= self.seconds
+        # distributed: every process saves together (a save waits for all of them), on the first process's clock
+        if getattr(args, "world_size", 1) > 1:
+            decision = [due]
+            torch.distributed.broadcast_object_list(decision, src=0)
+            due = decision[0]
+        if due:
             control.should_save = True
 
     def on_save(self, args, state, control, **kwargs):
