@@ -108,27 +108,3 @@ def test_token_classification_tags_tokens_beyond_512(saved_dirs):
     assert max(e["index"] for e in entities) == 2500  # token positions far past 512
     last = entities[-1]
     assert last["word"] == text.split()[-1] and text[last["start"]:last["end"]] == last["word"]
-
-
-def test_readme_quickstart_runs_on_tiny_checkpoints(tmp_path, monkeypatch):
-    """The README's quickstart, verbatim, on tiny checkpoints where the main job, run_mlm.py and run_clm.py put
-    theirs, and on the shipped pretrained checkpoint: the classifier returns the saved label names for documents of a
-    few thousand tokens."""
-    (tmp_path / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
-    names = {0: "not-hyperpartisan", 1: "hyperpartisan"}
-    for seed, (cls, folder) in enumerate([(RANForSequenceClassification, "hyperpartisan"), (RANForCausalLM, "clm")]):
-        torch.manual_seed(seed)
-        config = tiny_config(vocab_size=len(VOCAB), window_size=16, min_window_size=4, id2label=names,
-                             label2id={v: k for k, v in names.items()})
-        randomize(cls(config), seed=seed).save_pretrained(tmp_path / "outputs" / folder)
-        _save_tokenizer(str(tmp_path / "vocab.txt"), str(tmp_path / "outputs" / folder))
-    (tmp_path / "article.txt").write_text(long_text(3000, seed=1))
-    (tmp_path / "pretrained").symlink_to(Path(__file__).resolve().parents[2] / "pretrained")  # the shipped checkpoint
-    words = long_text(3000, seed=2).split()
-    words[2500] = "[MASK]"
-    monkeypatch.chdir(tmp_path)
-    namespace = {"long_text_1": long_text(2500, seed=3), "long_text_2": long_text(900, seed=4),
-                 "text_with_one_mask": " ".join(words)}
-    exec(compile(readme_block("quickstart"), "README.md:quickstart", "exec"), namespace)
-    assert namespace["probs"].shape == (2, 2)
-    assert set(namespace["labels"]) <= set(names.values())
