@@ -82,9 +82,21 @@ class RANConfig(PreTrainedConfig):
               a whole run. Off CUDA and under gradient checkpointing the chain runs compiled, with a warning; so
               does, silently, a forward through a layer whose last capture still waits for its backward. Not timed
               on a GPU yet.
-        window_block (`str`, defaults to `"ran"`): the block each layer runs on a window `[cell; tokens]`: `"ran"`, the
-            authors' block (concat norm, rotary PosMHA with swish projections, GLU residual, SN; eqs. 3-6). The cell
-            chain, memory review, pooling, the heads and the cache are the same for every block.
+        window_block (`str`, defaults to `"ran"`): the block each layer runs on a window `[cell; tokens]`:
+            - `"ran"`: the authors' block (concat norm, rotary PosMHA with swish projections, GLU residual, SN;
+              eqs. 3-6);
+            - `"bert"`: a BERT encoder layer (post-norm attention and feed-forward, as in BERT, MiniLM, bge), so a
+              pretrained encoder's layers run inside RAN (`python -m ran_hf.convert_encoder`). The embeddings are
+              BERT's, with absolute positions that restart in every window; the tokens read the cell through a
+              per-head gate, and memory review is added through a per-channel gate, both zero at initialisation,
+              so a converted model starts as the encoder run window by window. Needs `use_rotary=False` and
+              `memory_review_residual=False`, and a window capacity within `max_position_embeddings`.
+            The cell chain, pooling, the heads and the cache are the same for every block.
+        intermediate_size (`int`, *optional*): `"bert"` block only: width of its feed-forward layer (None: 4 x
+            `hidden_size`).
+        max_position_embeddings (`int`, defaults to 512): `"bert"` block only: size of the absolute position table. A
+            window's slots (`window_size`, plus `min_window_size - 1` when a short last window is merged) must fit.
+        type_vocab_size (`int`, defaults to 2): `"bert"` block only: rows of the token-type table (RAN adds type 0).
 
     Every value is checked by `validate_architecture` (`ValueError` naming the field and the allowed values) on
     construction and `from_pretrained`, and on every later assignment (`config.window_size = 0` raises there, and
@@ -128,7 +140,10 @@ class RANConfig(PreTrainedConfig):
     use_cache: bool = True
     sparse_prediction: bool = False
     chain_implementation: Literal["eager", "compiled", "cuda_graphs"] = "eager"
-    window_block: Literal["ran"] = "ran"
+    window_block: Literal["ran", "bert"] = "ran"
+    intermediate_size: int | None = None
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
 
     def __post_init__(self, **kwargs):
         legacy_pooler_mode = _legacy_pooler_mode(kwargs.pop("pooler_type", None), kwargs.pop("pooler_pooling", None))
@@ -186,6 +201,11 @@ class RANConfig(PreTrainedConfig):
                 "RANConfig: `memory_review_residual=True` needs `use_memory_review=True` (without memory review the "
                 "layer output is already the normalised window output); set one of them differently."
             )
+        if v["window_block"] == "bert":
+            for name, reason in (("use_rotary", "its positions are the encoder's absolute ones"),
+                                 ("memory_review_residual", "its memory review is always a gated residual")):
+                if v[name]:
+                    raise ValueError(f"RANConfig: `window_block='bert'` needs `{name}=False` ({reason}).")
         self.check_forward_relations()
 
     def check_forward_relations(self):
@@ -203,6 +223,15 @@ class RANConfig(PreTrainedConfig):
             raise ValueError(
                 f"RANConfig: `pad_token_id` must be None or in [0, vocab_size={v['vocab_size']}), got "
                 f"{pad_token_id!r}."
+            )
+        capacity = v["window_size"] + max(v["min_window_size"] - 1, 0)
+        if v["window_block"] == "bert" and capacity > v["max_position_embeddings"]:
+            raise ValueError(
+                f"RANConfig: a window holds up to {capacity} tokens (window_size={v['window_size']} plus "
+                f"min_window_size - 1 = {max(v['min_window_size'] - 1, 0)} for a merged short last window), more than "
+                f"the encoder's position table (max_position_embeddings={v['max_position_embeddings']}). Use "
+                f"window_size <= {v['max_position_embeddings'] - max(v['min_window_size'] - 1, 0)}, or "
+                "min_window_size=1 to turn the merge off."
             )
 
     def _replaced_pooler_field(name: str):
@@ -223,6 +252,11 @@ class RANConfig(PreTrainedConfig):
     del _replaced_pooler_field
 
     @property
+    def feed_forward_size(self) -> int:
+        """The `"bert"` block's feed-forward width: `intermediate_size`, or 4 x `hidden_size` when it is None."""
+        return self.intermediate_size or 4 * self.hidden_size
+
+    @property
     def all_head_size(self) -> int:
         """A = H * d, the width of the window attention's q, k and v."""
         return self.num_attention_heads * self.attention_head_size
@@ -234,7 +268,8 @@ class RANConfig(PreTrainedConfig):
 BUILD_FIELDS = frozenset((
     "hidden_size", "num_hidden_layers", "num_attention_heads", "attention_head_size", "hidden_act",
     "hidden_dropout_prob", "attention_probs_dropout_prob", "layer_norm_eps", "rope_theta", "use_memory_review",
-    "use_rotary", "memory_review_residual", "pooler_mode", "window_block",
+    "use_rotary", "memory_review_residual", "pooler_mode", "window_block", "intermediate_size",
+    "max_position_embeddings", "type_vocab_size",
 ))
 _BUILT_CONFIGS = weakref.WeakValueDictionary()  # id(config) -> config, for the configs that built a model
 
@@ -293,7 +328,8 @@ def _check_pad_token_id(name: str, value) -> None:
 # Each RAN field's own range (relations between fields: `RANConfig.validate_architecture`)
 _FIELD_CHECKS = {
     **dict.fromkeys(("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "attention_head_size",
-                     "window_size"), _check_positive_int),
+                     "window_size", "max_position_embeddings", "type_vocab_size"), _check_positive_int),
+    "intermediate_size": lambda name, value: value is None or _check_positive_int(name, value),
     "min_window_size": _check_min_window_size,
     **dict.fromkeys(("hidden_dropout_prob", "attention_probs_dropout_prob"), _check_probability),
     **dict.fromkeys(("layer_norm_eps", "rope_theta", "initializer_range"), _check_positive),

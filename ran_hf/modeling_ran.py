@@ -204,7 +204,8 @@ SUPPORTED_ATTENTION = ("eager", "sdpa", "flex_attention")
 
 
 class RANEmbeddings(nn.Module):
-    """Token embedding, norm and dropout. RAN has no absolute position embedding (positions are rotary, per window)."""
+    """Token embedding, norm and dropout, placed on the window grid. RAN has no absolute position embedding
+    (positions are rotary, per window)."""
 
     def __init__(self, config: RANConfig):
         super().__init__()
@@ -212,10 +213,36 @@ class RANEmbeddings(nn.Module):
         self.norm = RANNorm(config.hidden_size, config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
-    def forward(self, input_ids: torch.Tensor | None = None, inputs_embeds: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None,
+                layout: RANWindowLayout) -> torch.Tensor:
+        """(B, L) ids or (B, L, D) vectors -> (B, n, C, D) on the grid of `layout`; empty slots are zero."""
         if inputs_embeds is None:
             inputs_embeds = self.word_embeddings(input_ids)
-        return self.dropout(self.norm(inputs_embeds))
+        return layout.to_grid(self.dropout(self.norm(inputs_embeds)))
+
+
+class RANEncoderEmbeddings(nn.Module):
+    """BERT's embeddings on the window grid (`config.window_block="bert"`): `LayerNorm(word + position + type 0)`,
+    with the absolute position of a token counted from the start of its window (0 .. C - 1), so every window is read
+    as the encoder reads a text of its own."""
+
+    def __init__(self, config: RANConfig):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=None)
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
+        self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None,
+                layout: RANWindowLayout) -> torch.Tensor:
+        """(B, L) ids or (B, L, D) vectors -> (B, n, C, D) on the grid of `layout` (empty slots are not zero: they are
+        masked in every attention and dropped by `to_sequence`)."""
+        if inputs_embeds is None:
+            inputs_embeds = self.word_embeddings(input_ids)
+        positions = layout.rotary_positions() - 1  # the cell takes no position; tokens 0 .. C - 1 in their window
+        grid = layout.to_grid(inputs_embeds) + self.position_embeddings(positions) + self.token_type_embeddings.weight[0]
+        return self.dropout(self.norm(grid))
 
 
 class WindowRows(NamedTuple):
@@ -317,8 +344,133 @@ class RANWindowBlock(nn.Module):
         return self.dropout(standard_normalize(self.norm(out + self.glu(z)), self.eps)), probs
 
 
+class RANEncoderWindowBlock(nn.Module):
+    """A BERT encoder layer as RAN's window block (`config.window_block="bert"`; BERT, MiniLM, bge: post-norm
+    multi-head attention, then a GELU feed-forward, each with a residual and a LayerNorm). A window `[cell; tokens]`
+    is read as the encoder reads a short text; the parameters map one to one onto a `BertLayer`'s
+    (`convert_encoder.py`).
+
+    The cell row attends over `[s_{i-1}; window]` like any row. The token rows read the cell through a gate `g_h =
+    tanh(cell_gate_h)` per head, zero at initialisation: with `a` the cell's share of the joint softmax over `[cell;
+    window]`, a token's weights are `g a` on the cell and `(1 - g a) softmax(window scores)` on the window's tokens,
+    which interpolates between the encoder's own attention (`g = 0`) and RAN's joint attention over `[cell; window]`
+    (`g = 1`). So a converted encoder starts as the encoder, run window by window, and learns how much of the cell its
+    tokens read. `attn_implementation="eager"` computes these weights from one score matrix (`attend_eager`, the
+    reference, also used for `output_attentions`); any other runs two fused attentions (`attend_fused`).
+    """
+
+    is_causal = False  # masks are always explicit
+
+    def __init__(self, config: RANConfig):
+        super().__init__()
+        self.config = config
+        self.num_heads = config.num_attention_heads
+        self.head_size = config.attention_head_size
+        self.scaling = self.head_size**-0.5
+        self.query = nn.Linear(config.hidden_size, config.all_head_size)
+        self.key = nn.Linear(config.hidden_size, config.all_head_size)
+        self.value = nn.Linear(config.hidden_size, config.all_head_size)
+        self.attention_output = nn.Linear(config.all_head_size, config.hidden_size)
+        self.attention_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.intermediate = nn.Linear(config.hidden_size, config.feed_forward_size)
+        self.output = nn.Linear(config.feed_forward_size, config.hidden_size)
+        self.output_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.cell_gate = nn.Parameter(torch.zeros(config.num_attention_heads))
+        self.act = ACT2FN[config.hidden_act]
+        self.attention_dropout = nn.Dropout(config.attention_probs_dropout_prob)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def project(self, rows: torch.Tensor, positions: torch.Tensor | None = None) -> WindowRows:
+        """Rows (..., D) -> the rows themselves (BERT's residual reads its input unnormed) and their q, k, v
+        (..., H, d). `positions` is not read: the positions are in the embeddings."""
+        q, k, v = (linear(rows).unflatten(-1, (self.num_heads, self.head_size))
+                   for linear in (self.query, self.key, self.value))
+        return WindowRows(rows, q, k, v)
+
+    def cell_step(
+        self, s: torch.Tensor, window_keys: torch.Tensor, window_values: torch.Tensor,
+        window_key_mask: torch.Tensor | None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The cell row of `[s_{i-1}; window]`: s (B, D); window_keys, window_values (B, K, H, d); window_key_mask
+        (B, K) or None. Returns `c_i` (B, D) and the cell row's key and value (B, H, d)."""
+        cell = self.project(s[:, None])
+        keys = torch.cat([cell.keys, window_keys], dim=1)
+        values = torch.cat([cell.values, window_values], dim=1)
+        mask = None
+        if window_key_mask is not None:
+            mask = torch.cat([window_key_mask.new_ones(s.shape[0], 1), window_key_mask], dim=1)[:, None, :]
+        attended, _ = self.attend(cell.queries, keys, values, mask, cell_gate=None)
+        return self.feed_forward(attended.flatten(-2), cell.normed)[:, 0], cell.keys[:, 0], cell.values[:, 0]
+
+    def forward(
+        self, z: torch.Tensor, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+        mask: torch.Tensor | None, output_attentions: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The token rows: z (..., Q, D) the rows whose queries are `query` (N, Q, H, d), N = prod(z.shape[:-2]);
+        key, value (N, 1 + K, H, d) with the cell's in front; mask bool (N, Q|1, 1 + K), True = attend, or None.
+        Returns (..., Q, D) and, with `output_attentions`, the weights (N, H, Q, 1 + K)."""
+        attended, probs = self.attend(query, key, value, mask, torch.tanh(self.cell_gate), output_attentions)
+        return self.feed_forward(attended.reshape(*z.shape[:-1], -1), z), probs
+
+    def attend(
+        self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None,
+        cell_gate: torch.Tensor | None, output_attentions: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Attention of query (N, Q, H, d) over key, value (N, 1 + K, H, d), key 0 the cell; mask bool (N, Q|1, 1 + K)
+        or None. `cell_gate` None: the plain softmax; (H,): the gated weights of the class docstring. Returns (N, Q,
+        H, d) and, with `output_attentions` (or `attn_implementation="eager"`, the reference), the weights (N, H, Q,
+        1 + K) from `attend_eager`; otherwise `attend_fused` (the same outputs through PyTorch's fused kernels)."""
+        if output_attentions or self.config._attn_implementation == "eager":
+            return self.attend_eager(query, key, value, mask, cell_gate)
+        return self.attend_fused(query, key, value, mask, cell_gate), None
+
+    def attend_eager(self, query, key, value, mask, cell_gate) -> tuple[torch.Tensor, torch.Tensor]:
+        """The reference: the weights `g a` on the cell and `(1 - g a) softmax(window scores)` on the tokens, from
+        one score matrix. Same arguments and returns as `attend`."""
+        scores = torch.einsum("nqhd,nkhd->nhqk", query, key) * self.scaling
+        if mask is not None:
+            scores = scores.masked_fill(~mask[:, None], torch.finfo(scores.dtype).min)
+        scores = _upcast(scores)
+        if cell_gate is None:
+            probs = F.softmax(scores, dim=-1)
+        else:
+            cell_score, token_scores = scores[..., :1], scores[..., 1:]
+            normaliser = torch.logsumexp(token_scores, dim=-1, keepdim=True)
+            cell_weight = cell_gate.to(scores.dtype)[:, None, None] * torch.sigmoid(cell_score - normaliser)
+            probs = torch.cat([cell_weight, torch.exp(token_scores - normaliser) * (1 - cell_weight)], dim=-1)
+        probs = self.attention_dropout(probs.to(query.dtype))
+        return torch.einsum("nhqk,nkhd->nqhd", probs, value), probs
+
+    def attend_fused(self, query, key, value, mask, cell_gate) -> torch.Tensor:
+        """The same weights as `attend_eager`, written as `window + g (joint - window)`: `joint` attends over `[cell;
+        window]`, `window` over the window's tokens alone, each one `F.scaled_dot_product_attention` call (on CPU the
+        fused kernel runs without attention dropout only; with it, both calls fall back to the unfused maths). A row
+        with no real token key (a pad-only window, dropped later) reads its first slot instead of producing NaN."""
+        query, key, value = (t.transpose(1, 2) for t in (query, key, value))
+        mask = mask[:, None] if mask is not None else None
+        dropout = self.attention_dropout.p if self.training else 0.0
+        joint = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout,
+                                               scale=self.scaling)
+        if cell_gate is None:
+            return joint.transpose(1, 2)
+        window_mask = None
+        if mask is not None:
+            window_mask = mask[..., 1:]
+            window_mask = window_mask | ~window_mask.any(-1, keepdim=True)
+        window = F.scaled_dot_product_attention(query, key[:, :, 1:], value[:, :, 1:], attn_mask=window_mask,
+                                                dropout_p=dropout, scale=self.scaling)
+        gate = cell_gate.to(window.dtype)[:, None, None]
+        return (window + gate * (joint - window)).transpose(1, 2)
+
+    def feed_forward(self, attended: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """BERT's attention output and feed-forward: attended (..., A) the heads' outputs, rows (..., D) the layer's
+        input rows (the first residual). Returns (..., D)."""
+        hidden = self.attention_norm(self.dropout(self.attention_output(attended)) + rows)
+        return self.output_norm(self.dropout(self.output(self.act(self.intermediate(hidden)))) + hidden)
+
+
 # The window blocks `config.window_block` selects.
-WINDOW_BLOCKS = {"ran": RANWindowBlock}
+WINDOW_BLOCKS = {"ran": RANWindowBlock, "bert": RANEncoderWindowBlock}
 
 
 class RANMemoryReview(nn.Module):
@@ -365,6 +517,47 @@ class RANMemoryReview(nn.Module):
         if self.token_residual:
             out = out + tokens
         return self.norm(out), (probs if output_attentions else None)
+
+
+class RANGatedMemoryReview(nn.Module):
+    """Memory review for the `"bert"` window block: the same reading of the cells as [`RANMemoryReview`] (eqs. 8-9,
+    one head of width D), added to the token as a residual through a per-channel gate `tanh(gate)`, zero at
+    initialisation: `out = y + tanh(gate) * o(softmax(q(y) k(c)^T / sqrt(D)) v(c))`. A converted encoder's token
+    states pass through unchanged until training opens the gate. No activations (BERT's projections have none)."""
+
+    def __init__(self, config: RANConfig):
+        super().__init__()
+        hidden_size = config.hidden_size
+        self.q = nn.Linear(hidden_size, hidden_size)
+        self.kv = nn.Linear(hidden_size, 2 * hidden_size)
+        self.o = nn.Linear(hidden_size, hidden_size)
+        self.gate = nn.Parameter(torch.zeros(hidden_size))
+        self.attention_dropout = nn.Dropout(config.attention_probs_dropout_prob)
+        self.hidden_dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def memory(self, cells: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """cells (B, K, D) -> review keys and values, each (B, K, D)."""
+        return self.kv(cells).chunk(2, dim=-1)
+
+    def forward(
+        self, tokens: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, cell_mask: torch.Tensor,
+        output_attentions: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """As [`RANMemoryReview.forward`]: tokens (B, N, D); keys, values (B, K, D); cell_mask (B, 1|N, K)."""
+        query = self.q(tokens)
+        scores = torch.matmul(query, keys.transpose(-1, -2)) / math.sqrt(query.shape[-1])
+        scores = scores.masked_fill(~cell_mask, torch.finfo(scores.dtype).min)
+        probs = F.softmax(_upcast(scores), dim=-1).to(query.dtype) * cell_mask.to(query.dtype)
+        review = self.hidden_dropout(self.o(torch.matmul(self.attention_dropout(probs), values)))
+        return tokens + torch.tanh(self.gate).to(review.dtype) * review, (probs if output_attentions else None)
+
+
+# Per window block: its memory review, and the layer's output norm when memory review is off (the authors' block
+# ends in SN, which the norm rescales; BERT's layer ends in a LayerNorm of its own).
+MEMORY_REVIEWS = {"ran": RANMemoryReview, "bert": RANGatedMemoryReview}
+OUTPUT_NORMS = {"ran": lambda config: RANNorm(config.hidden_size, config.layer_norm_eps),
+                "bert": lambda config: nn.Identity()}
+EMBEDDINGS = {"ran": RANEmbeddings, "bert": RANEncoderEmbeddings}
 
 
 class RANLayerOutput(NamedTuple):
@@ -422,9 +615,9 @@ class RANLayer(GradientCheckpointingLayer):
         self.cell_glu = RANGLU(hidden_size)
         self.cell_residual_norm = RANNorm(hidden_size, config.layer_norm_eps)
         if config.use_memory_review:
-            self.memory_review = RANMemoryReview(config)
+            self.memory_review = MEMORY_REVIEWS[config.window_block](config)
         else:
-            self.output_norm = RANNorm(hidden_size, config.layer_norm_eps)
+            self.output_norm = OUTPUT_NORMS[config.window_block](config)
         self.act = ACT2FN[config.hidden_act]
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
@@ -649,7 +842,7 @@ class RANPreTrainedModel(PreTrainedModel):
     config: RANConfig
     base_model_prefix = "ran"
     supports_gradient_checkpointing = True
-    _no_split_modules = ["RANLayer", "RANEmbeddings"]
+    _no_split_modules = ["RANLayer", "RANEmbeddings", "RANEncoderEmbeddings"]
     _supports_sdpa = True
     _supports_flash_attn = False  # flash kernels take no per-key mask (see `RANWindowBlock.forward`)
     _supports_flex_attn = True
@@ -682,15 +875,19 @@ class RANPreTrainedModel(PreTrainedModel):
     @torch.no_grad()
     def _init_weights(self, module: nn.Module):
         """The authors' init: truncated normal (std `initializer_range`, cut at 2 std) for every kernel and the
-        embedding table, zero biases, norms at weight 1 and bias 0."""
+        embedding table, zero biases, norms at weight 1 and bias 0; the `"bert"` block's two gates at zero."""
         std = self.config.initializer_range
         if isinstance(module, (nn.Linear, nn.Embedding)):
             init.trunc_normal_(module.weight, mean=0.0, std=std, a=-2 * std, b=2 * std)
             if getattr(module, "bias", None) is not None:
                 init.zeros_(module.bias)
-        elif isinstance(module, RANNorm):
+        elif isinstance(module, (RANNorm, nn.LayerNorm)):
             init.ones_(module.weight)
             init.zeros_(module.bias)
+        elif isinstance(module, RANEncoderWindowBlock):  # the gates start closed: the encoder as it was
+            init.zeros_(module.cell_gate)
+        elif isinstance(module, RANGatedMemoryReview):
+            init.zeros_(module.gate)
         elif isinstance(module, RANRotaryEmbedding):
             init.copy_(module.inv_freq, module.inverse_frequencies(self.config))
         elif hasattr(module, "bias") and isinstance(getattr(module, "bias"), nn.Parameter) and module is not self:
@@ -758,7 +955,7 @@ class RANModel(RANPreTrainedModel):
                 "bidirectional encoder instead, so every token sees the whole document. Load the checkpoint with "
                 "`RANForCausalLM` for the causal language model."
             )
-        self.embeddings = RANEmbeddings(config)
+        self.embeddings = EMBEDDINGS[config.window_block](config)
         self.layers = nn.ModuleList([RANLayer(config, i) for i in range(config.num_hidden_layers)])
         self.pooler = RANPooler(config) if add_pooling_layer else None
         self.gradient_checkpointing = False
@@ -835,7 +1032,8 @@ class RANModel(RANPreTrainedModel):
             offset=cache.open_window_length() if cache is not None else None,
             static=is_compiling() and not self.is_causal,
         )
-        output = self._run_layers(layout, self.embeddings(input_ids, inputs_embeds), initial_cell, cache, **kwargs)
+        output = self._run_layers(layout, self.embeddings(input_ids, inputs_embeds, layout), initial_cell, cache,
+                                  **kwargs)
         output.cache = cache if use_cache else None
         return output
 
@@ -853,15 +1051,15 @@ class RANModel(RANPreTrainedModel):
             raise ValueError(f"RANModel: the cache holds {cache.batch_size} rows but the input has {batch_size}.")
 
     def _run_layers(
-        self, layout: RANWindowLayout, embedded: torch.Tensor, initial_cell: torch.Tensor | None,
+        self, layout: RANWindowLayout, hidden: torch.Tensor, initial_cell: torch.Tensor | None,
         cache: "RANCache | None", output_hidden_states: bool | None = None, output_attentions: bool | None = None,
         **kwargs,
     ) -> RANModelOutput:
-        """The layers over the window grid of `layout` (updating `cache`), the cell pooling and the pooler."""
+        """The layers over `hidden` (B, n, C, D), the embeddings on the window grid of `layout` (updating `cache`),
+        the cell pooling and the pooler."""
         output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
         if output_hidden_states is None:
             output_hidden_states = self.config.output_hidden_states
-        hidden = layout.to_grid(embedded)
         all_hidden_states = (layout.to_sequence(hidden),) if output_hidden_states else None
         all_attentions = () if output_attentions else None
         all_reviews = () if output_attentions and self.config.use_memory_review else None
@@ -881,7 +1079,7 @@ class RANModel(RANPreTrainedModel):
                     all_reviews += (out.review_attentions,)
         if cache is not None:
             for cache_layer, state in zip(cache.layers, new_states):
-                cache_layer.update_state(state, embedded.shape[1])
+                cache_layer.update_state(state, layout.sequence_mask.shape[1])
         last_cell = self._pool_cell(out.last_cell, out.cells, layout.window_mask)
         pooler_output = None
         if self.pooler is not None:

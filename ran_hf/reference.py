@@ -133,3 +133,76 @@ def encode(model, ids=None, embeds=None, initial_cell=None):
             out["pooler_output"] = glu(t, pooler.cell_glu) + F.linear(tokens, pooler.pooling_dense.weight,
                                                                        pooler.pooling_dense.bias)
     return out
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# The `"bert"` window block (a pretrained encoder's layers inside RAN), one document and one window at a time
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+def layer_norm(x, module):
+    return F.layer_norm(x, x.shape[-1:], module.weight, module.bias, module.eps)
+
+
+def encoder_window_step(layer, config, s, x):
+    """One window of the `"bert"` block: s (D,), x (T, D) -> cell c (D,), token outputs (T, D). The token rows mix
+    the encoder's own attention over the window and the joint attention over `[cell; window]` by the gate,
+    `(1 - g) P_window V + g P_joint V` (the model computes the same weights another way)."""
+    block = layer.window_block
+    H, d = config.num_attention_heads, config.attention_head_size
+    rows = torch.cat([s[None], x], 0)
+    q, k, v = (F.linear(rows, lin.weight, lin.bias).reshape(len(rows), H, d)
+               for lin in (block.query, block.key, block.value))
+    scores = torch.einsum("qhd,khd->hqk", q, k) / math.sqrt(d)
+    joint = torch.einsum("hqk,khd->qhd", scores.softmax(-1), v)
+    window = torch.einsum("hqk,khd->qhd", scores[:, :, 1:].softmax(-1), v[1:])
+    gate = torch.tanh(block.cell_gate)[None, :, None]
+    attended = torch.cat([joint[:1], window[1:] + gate * (joint[1:] - window[1:])], 0).reshape(len(rows), H * d)
+    hidden = layer_norm(F.linear(attended, block.attention_output.weight, block.attention_output.bias) + rows,
+                        block.attention_norm)
+    feed = F.linear(F.gelu(F.linear(hidden, block.intermediate.weight, block.intermediate.bias)),
+                    block.output.weight, block.output.bias)
+    out = layer_norm(feed + hidden, block.output_norm)
+    return out[0], out[1:]
+
+
+def encoder_layer_forward(layer, config, x, cell):
+    """One RAN layer with the `"bert"` block over one document x (L, D): token outputs (L, D), last cell (D,)."""
+    eps = config.layer_norm_eps
+    if cell is None:
+        zero = torch.zeros(config.hidden_size, dtype=x.dtype, device=x.device)
+        s = norm(F.gelu(F.linear(zero, layer.cell_initializer.weight)), layer.cell_initializer_norm, eps)
+    else:
+        s = cell
+    ys, cells, previous = [], [], None
+    for i, (start, end) in enumerate(split_windows(len(x), config.window_size, config.min_window_size)):
+        c, y = encoder_window_step(layer, config, s, x[start:end])
+        use_residual = config.use_cell_residual and i > 0
+        s = norm(c + glu(previous, layer.cell_glu), layer.cell_residual_norm, eps) if use_residual else c
+        previous = c
+        ys.append(y)
+        cells.append(c)
+    y, cells = torch.cat(ys, 0), torch.stack(cells, 0)
+    if config.use_memory_review:
+        review = layer.memory_review
+        keys, values = F.linear(cells, review.kv.weight, review.kv.bias).chunk(2, -1)
+        query = F.linear(y, review.q.weight, review.q.bias)
+        read = (query @ keys.T / math.sqrt(config.hidden_size)).softmax(-1) @ values
+        y = y + torch.tanh(review.gate) * F.linear(read, review.o.weight, review.o.bias)
+    return y, s
+
+
+def encode_with_encoder_block(model, ids):
+    """The token states (L, D) of ONE document ids (L,) through a `"bert"`-block RANModel's weights, window by
+    window: BERT's embeddings with positions counted from each window's start, then the layers. Differentiable (the
+    tests compare gradients with it)."""
+    config = model.config
+    embeddings = model.embeddings
+    bounds = split_windows(len(ids), config.window_size, config.min_window_size)
+    positions = torch.cat([torch.arange(end - start, device=ids.device) for start, end in bounds])
+    h = layer_norm(embeddings.word_embeddings.weight[ids] + embeddings.position_embeddings.weight[positions]
+                   + embeddings.token_type_embeddings.weight[0], embeddings.norm)
+    cell = None
+    for layer in model.layers:
+        h, cell = encoder_layer_forward(layer, config, h, cell)
+    return h

@@ -491,6 +491,9 @@ def main(argv: list[str] | None = None) -> dict:
                                                               len(label_list))
     disable_eval_if_no_data(training_args, "validation" in raw)
 
+    if recipe is not None:
+        with training_args.main_process_first():
+            recipe.prepare_checkpoint()
     resume = resolve_checkpoint(training_args) if training_args.do_train else None
     tokenizer, tokenizer_source = get_tokenizer(model_args, lambda: list(raw["train"]["text"]),
                                                 resume_checkpoint=resume)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from transformers import AutoConfig
 
 from ran_hf import RANConfig
+from ran_hf.convert_encoder import added_parameter_names
 
 
 logger = logging.getLogger("run_scripts")
@@ -62,8 +63,10 @@ class RANModelArguments:
         default=None,
         metadata={"help": "With --model_name_or_path: the learning rate of the weights the checkpoint does not hold "
                           "(the task head, and the pooler of a masked-LM checkpoint), which start from random "
-                          "values, while the loaded weights train at --learning_rate; both follow the same "
-                          "schedule. Default: --learning_rate for every weight."},
+                          "values, and of a RAN around a pretrained encoder (python -m ran_hf.convert_encoder) the "
+                          "weights RAN adds to the encoder (cell chain, memory review, gates), while the loaded "
+                          "weights train at --learning_rate; both follow the same schedule. Default: "
+                          "--learning_rate for every weight."},
     )
     save_every_minutes: float = field(
         default=0.0,
@@ -150,7 +153,10 @@ def build_model(auto_class, model_args: RANModelArguments, tokenizer, config_ove
                                                          output_loading_info=True)
         if model_args.head_learning_rate is not None:
             mismatched = {key for key, *_shapes in loading_info["mismatched_keys"]}  # (name, loaded, expected)
-            model.head_parameter_names = sorted(set(loading_info["missing_keys"]) | mismatched)
+            new = set(loading_info["missing_keys"]) | mismatched
+            if getattr(model.config, "window_block", None) == "bert":  # a RAN around a pretrained encoder
+                new |= set(added_parameter_names(model))
+            model.head_parameter_names = sorted(new)
     else:
         config = RANConfig(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
                            **{**(recipe_config or {}), **model_args.scratch_config_kwargs(), **config_overrides})
