@@ -130,3 +130,23 @@ def test_unknown_recipe_is_a_clear_error():
     with pytest.raises(ValueError, match="--recipe"):
         get_recipe("fast")
     assert set(RECIPES) == {"from-scratch", "from-scratch-average", "authors", "pretrained"}
+
+
+def test_minilm_recipe_writes_its_converted_checkpoint_once(tmp_path, monkeypatch):
+    """`--recipe minilm` converts the installed MiniLM into its checkpoint folder on first use only, and a
+    checkpoint given with the recipe is used as it is."""
+    written = []
+    monkeypatch.setattr("ran_hf.convert_encoder.convert_encoder", lambda encoder, output: written.append(output))
+    recipe = select_recipe("minilm", None, "from-scratch")
+    recipe = recipe.__class__(**{**recipe.__dict__, "checkpoint": str(tmp_path / "minilm")})
+    recipe.prepare_checkpoint()
+    assert written == [str(tmp_path / "minilm")]
+    (tmp_path / "minilm").mkdir()
+    (tmp_path / "minilm" / "config.json").write_text("{}")
+    (tmp_path / "minilm" / "model.safetensors").write_text("")
+    recipe.prepare_checkpoint()
+    assert len(written) == 1
+    own = select_recipe("minilm", str(tmp_path / "mine"), "from-scratch")
+    own.prepare_checkpoint()
+    assert own.checkpoint == str(tmp_path / "mine") and len(written) == 1
+    assert "--head_learning_rate" in own.flags and own.config == {"attention_probs_dropout_prob": 0.0}
