@@ -93,6 +93,10 @@ CANDIDATES = {
     "pretrained-average-1-epoch": ["--recipe", "pretrained", "--config_overrides", "pooler_mode=token_mean",
                                    "--num_train_epochs", "1"],
     "pretrained-1-epoch": ["--recipe", "pretrained", "--num_train_epochs", "1"],
+    # all-MiniLM-L6-v2's six layers as RAN's window blocks, its gates closed at the start (`--recipe minilm`:
+    # python -m ran_hf.convert_encoder --encoder minilm; the encoder at lr 5e-5, what RAN adds at 1e-3, its own
+    # 30k tokenizer)
+    "minilm": ["--recipe", "minilm"],
     "10-epochs": D128_RECIPE + ["--num_train_epochs", "10"],
     "regularized": D128_RECIPE + ["--weight_decay", "0.1", "--hidden_dropout_prob", "0.2"],
     "lr-5e-4-10-epochs": D128_RECIPE + ["--learning_rate", "5e-4", "--num_train_epochs", "10"],
@@ -202,6 +206,15 @@ def check_checkpoint(candidate: str) -> None:
                                 f"(\"Task-adaptive pretraining\").")
 
 
+def candidate_flags(candidate: str) -> list[str]:
+    """The candidate's flags; a candidate that names no recipe and no checkpoint varies the `from-scratch` recipe,
+    which it names (the default Hyperpartisan job's own default is `minilm`)."""
+    flags = CANDIDATES[candidate]
+    if "--recipe" in flags or "--model_name_or_path" in flags:
+        return flags
+    return ["--recipe", "from-scratch", *flags]
+
+
 def candidate_data_flags(candidate: str, data_flags: list[str]) -> list[str]:
     """`data_flags` without the dataset's own tokenizer for a candidate that starts from a checkpoint."""
     if starts_from_checkpoint(candidate) and "--tokenizer_name" in data_flags:
@@ -217,7 +230,7 @@ def run_command(output_dir: Path, candidate: str, seed: int, data_flags: list[st
     data_flags = candidate_data_flags(candidate, data_flags)
     command = [sys.executable, "run_scripts/run_classification.py", "--seed", str(seed), "--output_dir", str(out),
                "--disable_tqdm", "True", "--save_total_limit", "1", "--save_every_minutes", "15", *data_flags,
-               *CANDIDATES[candidate], "--torch_threads", str(threads)]
+               *candidate_flags(candidate), "--torch_threads", str(threads)]
     if any(path.is_dir() for path in out.glob("checkpoint-*")):
         command += ["--resume_from_checkpoint", "last"]
     return command

@@ -158,3 +158,13 @@ def test_a_candidate_on_a_checkpoint_built_beforehand_needs_it(tmp_path, monkeyp
     command = run_command(tmp_path / "study", "pretrained-adapted", 42, ["--tokenizer_name", "tok"])
     assert "--tokenizer_name" not in command
     assert command[command.index("--model_name_or_path") + 1] == ADAPTED_CHECKPOINT
+
+
+def test_candidates_without_a_recipe_vary_the_from_scratch_recipe_by_name():
+    """The default Hyperpartisan job's own default is `minilm`; a candidate that names no recipe is a from-scratch run."""
+    from research.recipe_selection.__main__ import candidate_flags
+
+    assert candidate_flags("recipe") == ["--recipe", "from-scratch"]
+    assert candidate_flags("lr-5e-4") == ["--recipe", "from-scratch", "--learning_rate", "5e-4"]
+    assert candidate_flags("minilm") == ["--recipe", "minilm"]
+    assert candidate_flags("pretrained-adapted")[:2] == ["--recipe", "pretrained"]

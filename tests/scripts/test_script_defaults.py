@@ -85,7 +85,8 @@ def test_save_strategy_no_wins_over_the_best_model_default(tmp_path, caplog):
     """`--save_strategy no` is accepted: it turns off the script's own --load_best_model_at_end default."""
     out = tmp_path / "cls"
     with caplog.at_level(logging.WARNING, logger="run_scripts"):
-        results = run_classification.main(["--save_strategy", "no", "--max_train_samples", "24",
+        results = run_classification.main(["--recipe", "from-scratch", "--save_strategy", "no",
+                                           "--max_train_samples", "24",
                                            "--max_predict_samples", "4", "--max_length", "256", "--max_steps", "2",
                                            "--output_dir", str(out), *TINY])
     assert "load_best_model_at_end is off" in caplog.text
