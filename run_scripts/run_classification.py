@@ -185,9 +185,9 @@ class ModelArguments(RANModelArguments):
     recipe: str | None = field(
         default=None,
         metadata={"help": f"Default: '{DEFAULT_JOB_RECIPE}' for the default Hyperpartisan job (no data file), "
-                          f"'{DEFAULT_RECIPE}' for a run on data files. 'pretrained' fine-tunes the RAN pretrained on books (pretrained/ran-books-small, with "
-                          "its 16k tokenizer) with mean pooling in the cell transform, 3 epochs at lr 3e-4 with 10%% "
-                          "linear warm-up; with --model_name_or_path it fine-tunes that checkpoint the same way (a "
+                          f"'{DEFAULT_RECIPE}' for a run on data files. 'pretrained' fine-tunes the RAN pretrained "
+                          "on books (pretrained/ran-books-small, with its 16k tokenizer) with mean pooling in the "
+                          "cell transform, 3 epochs at lr 3e-4 with 10%% linear warm-up; with --model_name_or_path it fine-tunes that checkpoint the same way (a "
                           "run with --model_name_or_path and no --recipe uses the script's own defaults; the other "
                           "recipes train from random weights and refuse a checkpoint). 'from-scratch' trains from "
                           "random weights with memory_review_residual (without it the full model stalls at chance: "

@@ -241,7 +241,8 @@ class RANEncoderEmbeddings(nn.Module):
         if inputs_embeds is None:
             inputs_embeds = self.word_embeddings(input_ids)
         positions = layout.rotary_positions() - 1  # the cell takes no position; tokens 0 .. C - 1 in their window
-        grid = layout.to_grid(inputs_embeds) + self.position_embeddings(positions) + self.token_type_embeddings.weight[0]
+        grid = layout.to_grid(inputs_embeds) + self.position_embeddings(positions)
+        grid = grid + self.token_type_embeddings.weight[0]
         return self.dropout(self.norm(grid))
 
 

@@ -223,7 +223,8 @@ def test_classification_default_job_data(tmp_path):
     """No data file: the shipped Hyperpartisan files (here a small slice and two steps, from scratch)."""
     out = tmp_path / "hp"
     results = run_classification.main([
-        "--recipe", "from-scratch", "--output_dir", str(out), "--max_train_samples", "40", "--max_predict_samples", "12", "--max_length", "1024",
+        "--recipe", "from-scratch", "--output_dir", str(out), "--max_train_samples", "40", "--max_predict_samples", "12",
+        "--max_length", "1024",
         "--max_steps", "2", "--per_device_train_batch_size", "4", *TINY])
     assert results["labels"] == ["not-hyperpartisan", "hyperpartisan"]  # values 0 and 1, named by --class_names
     assert results["test"]["test_samples"] == 12
