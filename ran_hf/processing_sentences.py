@@ -118,10 +118,11 @@ class DocumentSentenceProcessor:
     def save_pretrained(self, path: str | Path) -> None:
         self.tokenizer.save_pretrained(path)
 
-    def split(self, text: str) -> list[str]:
-        """The sentences of `text` (at most `max_sentences`, each of at least `min_sentence_tokens` tokens unless the
-        whole document is shorter). Raises a `ValueError` for a document without text or without
-        `min_sentence_tokens` tokens."""
+    def split(self, text: str, short_as_one_sentence: bool = False) -> list[str]:
+        """The sentences of `text` (at most `max_sentences`, each of at least `min_sentence_tokens` tokens). Raises a
+        `ValueError` for a document without text, and for one of fewer than `min_sentence_tokens` tokens unless
+        `short_as_one_sentence` (then its whole text is its one sentence: the pipeline classifies it rather than fail
+        the batch it is in)."""
         if not isinstance(text, str):
             raise TypeError(f"DocumentSentenceProcessor: a document must be a str, got {type(text).__name__}.")
         merged, pending, pending_tokens = [], [], 0
@@ -143,6 +144,8 @@ class DocumentSentenceProcessor:
             if not merged:
                 if not text.strip():
                     raise ValueError("DocumentSentenceProcessor: empty document (no text); drop it or give it text.")
+                if short_as_one_sentence:
+                    return [" ".join(pending)]
                 raise ValueError(
                     f"DocumentSentenceProcessor: the document {text[:60]!r} has {pending_tokens} token(s), fewer than "
                     f"min_sentence_tokens={self.min_sentence_tokens}: it has no sentence to classify. Drop it, or "
@@ -176,14 +179,16 @@ class DocumentSentenceProcessor:
         return {"input_ids": input_ids, "attention_mask": attention_mask,
                 "sentence_mask": attention_mask.any(-1).long()}
 
-    def __call__(self, documents: str | list[str], sentence_length: int | None = None) -> dict:
+    def __call__(self, documents: str | list[str], sentence_length: int | None = None,
+                 short_as_one_sentence: bool = False) -> dict:
         """Tensors for `model(**processor(documents))`: `input_ids`, `attention_mask` `(batch, S, T)` and
-        `sentence_mask` `(batch, S)`; `sentence_length` as in `pad`."""
+        `sentence_mask` `(batch, S)`; `sentence_length` as in `pad`, `short_as_one_sentence` as in `split`."""
         if isinstance(documents, str):
             documents = [documents]
         if not documents:
             raise ValueError("DocumentSentenceProcessor: no documents given.")
-        return self.pad([self.tokenize_sentences(self.split(text)) for text in documents], sentence_length)
+        return self.pad([self.tokenize_sentences(self.split(text, short_as_one_sentence)) for text in documents],
+                        sentence_length)
 
 
 class DocumentClassificationPipeline(TextClassificationPipeline):
@@ -205,14 +210,15 @@ class DocumentClassificationPipeline(TextClassificationPipeline):
         """One document -> `input_ids`, `attention_mask` `(1, S, max_sentence_length)` and `sentence_mask`
         `(1, S)`. Every sentence is padded to `max_sentence_length` tokens so that the pipeline's `batch_size`
         can stack documents; the encoder cuts each of its calls at the longest real sentence, so the padding costs
-        memory only."""
+        memory only. A document of fewer than `min_sentence_tokens` tokens is classified as one sentence, so one
+        short input does not fail the others; an empty one raises."""
         if tokenizer_kwargs:
             raise TypeError(f"DocumentClassificationPipeline: unexpected argument(s) {sorted(tokenizer_kwargs)}; the "
                             "model's config sets the sentence splitting and lengths.")
         if not isinstance(inputs, str):
             raise ValueError("DocumentClassificationPipeline: each input must be one document as a str (text pairs "
                              f"are not supported), got {type(inputs).__name__}.")
-        return self.processor(inputs, sentence_length=self.processor.max_sentence_length)
+        return self.processor(inputs, sentence_length=self.processor.max_sentence_length, short_as_one_sentence=True)
 
 
 __all__ = ["DocumentClassificationPipeline", "DocumentSentenceProcessor", "read_sentence_encoder_settings"]

@@ -237,6 +237,14 @@ def test_text_classification_pipeline_reads_raw_documents(encoder_dir, tmp_path)
             scores = torch.tensor([[{r["label"]: r["score"] for r in result}[label] for label in labels]
                                    for result in results])
             torch.testing.assert_close(scores, expected, atol=1e-5, rtol=1e-5)
+    # a document shorter than one sentence is classified as one sentence, and its batch-mates as before
+    short = "Hi."
+    with pytest.raises(ValueError, match="fewer than min_sentence_tokens"):
+        processor([short])
+    alone = model(**processor([short], short_as_one_sentence=True)).logits.softmax(-1)
+    results = classify([short, *DOCUMENTS], top_k=None, batch_size=2)
+    scores = torch.tensor([[{r["label"]: r["score"] for r in result}[label] for label in labels] for result in results])
+    torch.testing.assert_close(scores, torch.cat([alone, expected]), atol=1e-5, rtol=1e-5)
     with pytest.raises(ValueError, match="trust_remote_code"):
         pipeline("text-classification", model=str(tmp_path))
     with pytest.raises(TypeError, match="DocumentSentenceProcessor"):
