@@ -411,7 +411,7 @@ class RANEncoderWindowBlock(nn.Module):
         key, value (N, 1 + K, H, d) with the cell's in front; mask bool (N, Q|1, 1 + K), True = attend, or None.
         Returns (..., Q, D) and, with `output_attentions`, the weights (N, H, Q, 1 + K)."""
         attended, probs = self.attend(query, key, value, mask, torch.tanh(self.cell_gate), output_attentions)
-        return self.feed_forward(attended.reshape(*z.shape[:-1], -1), z), probs
+        return self.feed_forward(attended.reshape(*z.shape[:-1], -1), z), (probs if output_attentions else None)
 
     def attend(
         self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None,
