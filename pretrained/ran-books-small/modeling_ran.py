@@ -257,6 +257,19 @@ class WindowRows(NamedTuple):
     values: torch.Tensor
 
 
+def cell_in_front(
+    cell: WindowRows, window_keys: torch.Tensor, window_values: torch.Tensor, window_key_mask: torch.Tensor | None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """The keys and values of `[cell; window]` for a block's `cell_step`: the cell row's (B, 1, H, d) in front of the
+    window's (B, K, H, d), and the key mask (B, 1, 1 + K) with the cell always visible (None when the window has
+    none)."""
+    keys = torch.cat([cell.keys, window_keys], dim=1)
+    values = torch.cat([cell.values, window_values], dim=1)
+    if window_key_mask is None:
+        return keys, values, None
+    return keys, values, torch.cat([window_key_mask.new_ones(window_key_mask.shape[0], 1), window_key_mask], 1)[:, None]
+
+
 class RANWindowBlock(nn.Module):
     """The authors' window block (`config.window_block="ran"`): `PosMHA` of a window with the cell as its first
     row (paper eqs. 3-5; the authors' `encode-attn`), then the output `SN(norm(act(o) + GLU(z)))`, the GLU residual
@@ -308,11 +321,7 @@ class RANWindowBlock(nn.Module):
         (B, K, H, d) and window_key_mask (B, K) the window's tokens'. Returns `c_i` (B, D) and the cell row's key and
         value (B, H, d), which the window's tokens read."""
         cell = self.project(s[:, None])
-        keys = torch.cat([cell.keys, window_keys], dim=1)
-        values = torch.cat([cell.values, window_values], dim=1)
-        mask = None
-        if window_key_mask is not None:
-            mask = torch.cat([window_key_mask.new_ones(s.shape[0], 1), window_key_mask], dim=1)[:, None, :]
+        keys, values, mask = cell_in_front(cell, window_keys, window_values, window_key_mask)
         c = self(cell.normed, cell.queries, keys, values, mask)[0][:, 0]
         return c, cell.keys[:, 0], cell.values[:, 0]
 
@@ -395,11 +404,7 @@ class RANEncoderWindowBlock(nn.Module):
         """The cell row of `[s_{i-1}; window]`: s (B, D); window_keys, window_values (B, K, H, d); window_key_mask
         (B, K) or None. Returns `c_i` (B, D) and the cell row's key and value (B, H, d)."""
         cell = self.project(s[:, None])
-        keys = torch.cat([cell.keys, window_keys], dim=1)
-        values = torch.cat([cell.values, window_values], dim=1)
-        mask = None
-        if window_key_mask is not None:
-            mask = torch.cat([window_key_mask.new_ones(s.shape[0], 1), window_key_mask], dim=1)[:, None, :]
+        keys, values, mask = cell_in_front(cell, window_keys, window_values, window_key_mask)
         attended, _ = self.attend(cell.queries, keys, values, mask, cell_gate=None)
         return self.feed_forward(attended.flatten(-2), cell.normed)[:, 0], cell.keys[:, 0], cell.values[:, 0]
 

@@ -24,14 +24,13 @@ GATES = ("window_block.cell_gate", "memory_review.gate")
 def build_closed_model(auto_class, *args, **kwargs):
     """`run_classification`'s `build_model`, then every gate frozen (they start at zero and stay there)."""
     model = build_model(auto_class, *args, **kwargs)
-    frozen = [name for name, parameter in model.named_parameters() if name.endswith(GATES)]
-    if not frozen:
+    gates = [(name, parameter) for name, parameter in model.named_parameters() if name.endswith(GATES)]
+    if not gates:
         raise ValueError("closed_gates needs a RAN around a pretrained encoder (window_block='bert').")
-    for name, parameter in model.named_parameters():
-        if name.endswith(GATES):
-            if parameter.detach().abs().max() > 0:
-                raise ValueError(f"{name} is not zero: the checkpoint's gates are already open.")
-            parameter.requires_grad_(False)
+    for name, parameter in gates:
+        if parameter.detach().abs().max() > 0:
+            raise ValueError(f"{name} is not zero: the checkpoint's gates are already open.")
+        parameter.requires_grad_(False)
     return model
 
 
