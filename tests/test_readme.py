@@ -71,7 +71,7 @@ def test_every_python_block_runs_offline_in_order(tmp_path):
     generation = next(out for block, out in zip(blocks, printed) if ".generate(" in block["code"])
     assert generation.split() == ["True"], generation  # two prefill chunks give the logits of one pass
     encoder = next(out for block, out in zip(blocks, printed) if "convert_encoder(" in block["code"])
-    assert encoder.split() == ["True", "4973"], encoder  # the encoder's own states in one window; the whole book
+    assert encoder.strip() == "torch.Size([1, 4973, 384])", encoder  # the whole book, every word piece
     assert (work / "ran.onnx").is_file() and (work / "ran-lora" / "adapter_config.json").is_file()
 
 
