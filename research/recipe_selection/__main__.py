@@ -97,6 +97,8 @@ CANDIDATES = {
     # python -m ran_hf.convert_encoder --encoder minilm; the encoder at lr 5e-5, what RAN adds at 1e-3, its own
     # 30k tokenizer)
     "minilm": ["--recipe", "minilm"],
+    # the same for one epoch, the reduced protocol of 20 Newsgroups and IMDB above
+    "minilm-1-epoch": ["--recipe", "minilm", "--num_train_epochs", "1"],
     "10-epochs": D128_RECIPE + ["--num_train_epochs", "10"],
     "regularized": D128_RECIPE + ["--weight_decay", "0.1", "--hidden_dropout_prob", "0.2"],
     "lr-5e-4-10-epochs": D128_RECIPE + ["--learning_rate", "5e-4", "--num_train_epochs", "10"],

@@ -11,7 +11,11 @@ as newlines), so the runs read the same documents as the comparison's sentence m
 `--regex_sentences` writes `<dataset>-regex/` instead: each document as the comparison's own sentences
 (`research.compare_long_docs.data.split_sentences`, a regular expression) separated by blank lines, so that the
 product's splitter, which splits per paragraph, starts from the comparison's sentences (run it with
-`--min_sentence_tokens 1` to merge nothing, as the comparison did)."""
+`--min_sentence_tokens 1` to merge nothing, as the comparison did).
+
+For a choice made on dev where encoding a whole dataset does not fit the machine, `--no_test` writes no test split
+and `--train_size` / `--dev_size` draw stratified samples (`load_dataset_splits`, seed 0); the folder is then
+`<dataset>-<training documents>/`."""
 
 import argparse
 import json
@@ -27,11 +31,17 @@ def main(argv=None):
     parser.add_argument("--output_dir", default="outputs/sentence_splits")
     parser.add_argument("--regex_sentences", action="store_true",
                         help="Write <dataset>-regex/: the comparison's sentences, one paragraph each.")
+    parser.add_argument("--train_size", type=int, help="A stratified sample of this many training documents.")
+    parser.add_argument("--dev_size", type=int, help="A stratified dev split of this many documents (default 10%%).")
+    parser.add_argument("--no_test", action="store_true", help="Write the train and dev splits only.")
     args = parser.parse_args(argv)
-    data = load_dataset_splits(args.dataset, Path(args.data_dir))
-    folder = Path(args.output_dir) / (f"{args.dataset}-regex" if args.regex_sentences else args.dataset)
+    data = load_dataset_splits(args.dataset, Path(args.data_dir), train_size=args.train_size, dev_size=args.dev_size)
+    name = f"{args.dataset}-regex" if args.regex_sentences else args.dataset
+    if args.no_test or args.train_size is not None or args.dev_size is not None:
+        name += f"-{len(data['train']['text'])}"
+    folder = Path(args.output_dir) / name
     folder.mkdir(parents=True, exist_ok=True)
-    for split in ("train", "dev", "test"):
+    for split in ("train", "dev") if args.no_test else ("train", "dev", "test"):
         with open(folder / f"{split}.jsonl", "w", encoding="utf-8") as f:
             for text, label in zip(data[split]["text"], data[split]["label"]):
                 if args.regex_sentences:

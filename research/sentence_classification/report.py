@@ -38,13 +38,15 @@ def run_record(folder: Path) -> dict | None:
             "eval_accuracy": results.get("eval", {}).get("eval_accuracy"),
             "epochs_trained": results.get("train", {}).get("epochs_trained"),
             "best_epoch": round(best / steps_per_epoch, 2) if best and steps_per_epoch else None,
+            "collapsed": bool(results.get("collapse")),
             "train_seconds": results.get("train", {}).get("train_runtime_all_processes"),
             "wall_seconds": results.get("wall_time_s")}
 
 
 def table(records: list[dict]) -> str:
-    lines = ["| model | encoder | seeds | " + " | ".join(name for _, name in COLUMNS) + " | epochs (best / stop) |",
-             "| --- | --- | ---: |" + " ---: |" * (len(COLUMNS) + 1)]
+    lines = ["| model | encoder | seeds | " + " | ".join(name for _, name in COLUMNS) +
+             " | epochs (best / stop) | runs collapsed |",
+             "| --- | --- | ---: |" + " ---: |" * (len(COLUMNS) + 2)]
     groups = {}
     for record in records:
         groups.setdefault((record["head"], record["encoder_mode"]), []).append(record)
@@ -56,11 +58,13 @@ def table(records: list[dict]) -> str:
                          if len(values) else "")
         epochs = (f"{np.mean([r['best_epoch'] or 0 for r in runs]):.1f} / "
                   f"{np.mean([r['epochs_trained'] or 0 for r in runs]):.1f}")
+        collapsed = sum(bool(r.get("collapsed")) for r in runs)
         lines.append(f"| {NAMES.get(head, head)} | {mode} MiniLM | {len(runs)} | " + " | ".join(cells) +
-                     f" | {epochs} |")
+                     f" | {epochs} | {collapsed} |")
     baseline = records[0]
-    lines.append(f"| majority class | | | {100 * baseline['baseline_accuracy']:.1f} | "
-                 f"{100 * baseline['baseline_macro_f1']:.1f} | | | | |")
+    if baseline["baseline_accuracy"] is not None:  # runs without a test split (dev choices) have no such row
+        lines.append(f"| majority class | | | {100 * baseline['baseline_accuracy']:.1f} | "
+                     f"{100 * baseline['baseline_macro_f1']:.1f} | | | | | |")
     return "\n".join(lines)
 
 

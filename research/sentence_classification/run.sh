@@ -10,6 +10,7 @@
 set -u
 dataset=$1; heads=$2; seeds=$3; mode=${4:-frozen}; shift 4 || shift $#
 splits=outputs/sentence_splits/$dataset
+test=(); [ -f "$splits/test.jsonl" ] && test=(--test_file "$splits/test.jsonl")  # subsets for dev choices have none
 mkdir -p outputs/sentence_classification/$dataset
 freeze=(); [ "$mode" = finetuned ] && freeze=(--no_freeze_encoder)
 export HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false PYTHONPATH=$PWD
@@ -24,7 +25,7 @@ for seed in $seeds; do
     fi
     echo "$(date -u +%FT%TZ) start $out ${resume[*]}"
     nice -n 10 ${RUN:-python run_scripts/run_sentence_classification.py} --head "$head" "${freeze[@]}" "${start[@]}" \
-      --train_file "$splits/train.jsonl" --validation_file "$splits/dev.jsonl" --test_file "$splits/test.jsonl" \
+      --train_file "$splits/train.jsonl" --validation_file "$splits/dev.jsonl" "${test[@]}" \
       --seed "$seed" --output_dir "$out" --embedding_cache_dir outputs/sentence_cache "${resume[@]}" "$@" \
       > "$out.log" 2>&1 || echo "$(date -u +%FT%TZ) FAILED $out (see $out.log)"
     echo "$(date -u +%FT%TZ) end $out"
