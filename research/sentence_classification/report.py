@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
+from run_scripts.helpers.collapse import collapse_findings, training_log
+
 
 HERE = Path(__file__).resolve().parent
 NAMES = {"aose": "AoSE", "ran": "RAN over sentences"}
@@ -38,9 +40,19 @@ def run_record(folder: Path) -> dict | None:
             "eval_accuracy": results.get("eval", {}).get("eval_accuracy"),
             "epochs_trained": results.get("train", {}).get("epochs_trained"),
             "best_epoch": round(best / steps_per_epoch, 2) if best and steps_per_epoch else None,
-            "collapsed": bool(results.get("collapse")),
+            "collapsed": ended_collapsed(folder, state, results),
             "train_seconds": results.get("train", {}).get("train_runtime_all_processes"),
             "wall_seconds": results.get("wall_time_s")}
+
+
+def ended_collapsed(folder: Path, state: dict, results: dict) -> bool:
+    """Whether the run ended collapsed or keeps a one-class model, judged from its evaluations by the scripts' own
+    detector (`run_scripts.helpers.collapse`), so that runs of every version of the detector are judged alike."""
+    history = [e for e in training_log(state.get("log_history", [])) if "eval_predicted_classes" in e]
+    config = json.loads((folder / "config.json").read_text()) if (folder / "config.json").is_file() else {}
+    kept_constant = results.get("eval", {}).get("eval_predicted_classes") == 1
+    return kept_constant or bool(collapse_findings(history, "eval_predicted_classes", len(config.get("id2label", {}))
+                                                   or None))
 
 
 def table(records: list[dict]) -> str:

@@ -41,20 +41,22 @@ def test_the_full_splits_keep_their_folder_name_and_test_split(tmp_path):
     assert sum(read_labels(folder / "test.jsonl").values()) == 40
 
 
-def write_run(folder, dev_macro_f1, collapse=None):
+def write_run(folder, dev_macro_f1, predicted_classes):
+    """A finished run whose evaluations after each epoch predicted `predicted_classes` distinct labels."""
     folder.mkdir(parents=True)
-    results = {"eval": {"eval_macro_f1": dev_macro_f1, "eval_accuracy": dev_macro_f1},
+    results = {"eval": {"eval_macro_f1": dev_macro_f1, "eval_accuracy": dev_macro_f1, "eval_predicted_classes": 2},
                "train": {"epochs_trained": 8.0, "train_runtime_all_processes": 60.0}, "wall_time_s": 70.0}
-    if collapse:
-        results["collapse"] = collapse
     (folder / "all_results_summary.json").write_text(json.dumps(results))
-    (folder / "trainer_state.json").write_text(json.dumps({"global_step": 80, "epoch": 8.0,
-                                                           "best_global_step": 30}))
+    log = [{"epoch": epoch + 1, "eval_loss": 0.6, "eval_predicted_classes": count}
+           for epoch, count in enumerate(predicted_classes)] + [{"train_runtime": 60.0}]
+    (folder / "trainer_state.json").write_text(json.dumps({"global_step": 80, "epoch": 8.0, "best_global_step": 30,
+                                                           "log_history": log}))
+    (folder / "config.json").write_text(json.dumps({"id2label": {"0": "a", "1": "b"}}))
 
 
-def test_the_report_of_runs_without_a_test_split_counts_collapsed_runs(tmp_path):
-    write_run(tmp_path / "ran-frozen-lr1e-3-seed1", 0.80)
-    write_run(tmp_path / "ran-frozen-lr1e-3-seed2", 0.10, collapse={"summary": "Training collapsed: ..."})
+def test_the_report_of_runs_without_a_test_split_counts_the_runs_that_ended_collapsed(tmp_path):
+    write_run(tmp_path / "ran-frozen-lr1e-3-seed1", 0.80, [2, 1, 2, 2])  # a passing dip: not counted
+    write_run(tmp_path / "ran-frozen-lr1e-3-seed2", 0.10, [2, 2, 1, 1])
     records = [report.run_record(folder) for folder in sorted(tmp_path.iterdir())]
     assert [r["collapsed"] for r in records] == [False, True] and records[0]["best_epoch"] == 3.0
     table = report.table(records)

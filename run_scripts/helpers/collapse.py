@@ -6,10 +6,13 @@ document, its validation loss climbs back to that of a uniform guess (ln K for K
 best-model selection may keep an epoch from before or after the collapse without a word. The classification-style
 scripts count the distinct predictions of every evaluation (`distinct_predictions`, logged as
 `eval_predicted_classes` / `eval_predicted_tags`); `check_collapse` reads the evaluations of a run and, where it
-collapsed, says so in a WARNING with what to try, and in the results and the model card (`collapse_section`)."""
+ended collapsed, says so in a WARNING with what to try, and in the results and the model card (`collapse_section`).
+A run that predicts one class for an epoch or two before it learns, or dips into one class and climbs out again,
+did not collapse: it gets one warning line."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 from collections.abc import Sequence
@@ -40,49 +43,69 @@ def _epochs(entries: Sequence[dict]) -> str:
 def collapse_findings(history: Sequence[dict], count_key: str, num_classes: int | None,
                       loss_key: str = "eval_loss") -> list[str]:
     """What in a run's validation evaluations (`history`, in order; each a dict of metrics with its `epoch`) says
-    it collapsed: predictions constant on the validation split (`count_key`, the number of distinct predictions,
-    is 1), or, for single-label classification into `num_classes` classes (None: not checked), the validation
-    cross-entropy back at the level of a uniform guess, ln K (within `UNIFORM_LOSS_TOLERANCE`), after it had been
-    lower. Empty when neither happened."""
+    it ended collapsed: its last evaluation predicts one class for every example (`count_key`, the number of distinct
+    predictions, is 1; the findings name the epochs since the predictions became constant), or, for single-label
+    classification into `num_classes` classes (None: not checked), its validation cross-entropy is back at the
+    level of a uniform guess, ln K (within `UNIFORM_LOSS_TOLERANCE`), after it had been lower. Empty when the last
+    evaluation shows neither: a run whose predictions were constant for a while and then varied again recovered
+    (`recovered_epochs`), and a loss that passes ln K on its way up is overfitting."""
+    if not history:
+        return []
     findings = []
-    constant = [e for e in history if e.get(count_key) == 1]
-    if constant:
+    constant_tail = list(itertools.takewhile(lambda e: e.get(count_key) == 1, reversed(history)))[::-1]
+    if constant_tail:
         findings.append(f"the predictions on the validation split are constant (one class for every example) at "
-                        f"epoch(s) {_epochs(constant)}")
-    if num_classes is not None:
+                        f"epoch(s) {_epochs(constant_tail)}")
+    losses = [float(e[loss_key]) for e in history if e.get(loss_key) is not None]
+    if num_classes is not None and history[-1].get(loss_key) is not None and len(losses) > 1:
         uniform = math.log(num_classes)
-        tolerance, lowest = UNIFORM_LOSS_TOLERANCE * uniform, math.inf
-        for entry in (e for e in history if e.get(loss_key) is not None):
-            loss = float(entry[loss_key])
-            if abs(loss - uniform) <= tolerance and lowest < uniform - tolerance:
-                findings.append(f"the validation loss came back to the uniform level ln {num_classes} "
-                                f"= {uniform:.4f} ({loss:.4f} at epoch {_epochs([entry])}) after it had been down "
-                                f"to {lowest:.4f}")
-                break
-            lowest = min(lowest, loss)
+        tolerance, last, lowest = UNIFORM_LOSS_TOLERANCE * uniform, losses[-1], min(losses[:-1])
+        if abs(last - uniform) <= tolerance and lowest < uniform - tolerance:
+            findings.append(f"the validation loss came back to the uniform level ln {num_classes} = {uniform:.4f} "
+                            f"({last:.4f} at epoch {_epochs(history[-1:])}) after it had been down to {lowest:.4f}")
     return findings
 
 
+def recovered_epochs(history: Sequence[dict], count_key: str) -> str | None:
+    """The epochs at which a run predicted one class on the validation split before its predictions varied again
+    (None when it never did, or never recovered)."""
+    last_varied = max((i for i, e in enumerate(history) if e.get(count_key, 1) != 1), default=-1)
+    constant = [e for e in history[:last_varied] if e.get(count_key) == 1]
+    return _epochs(constant) if constant else None
+
+
+def training_log(log_history: Sequence[dict]) -> Sequence[dict]:
+    """Trainer's log entries up to the end of training (its summary, `train_runtime`): the evaluations of the model it
+    keeps, logged after it, are left out (all entries when there is no summary)."""
+    ends = [i for i, entry in enumerate(log_history) if "train_runtime" in entry]
+    return log_history[: ends[-1]] if ends else log_history
+
+
 def check_collapse(trainer, final_metrics: dict | None, count_key: str, num_classes: int | None) -> dict | None:
-    """Whether the run of `trainer` collapsed (`collapse_findings` over its evaluations during training and
-    `final_metrics`, the validation scores of the model it keeps): a loud WARNING naming what happened and what to
-    try, and the finding for the results (None when it did not collapse)."""
-    history = [entry for entry in trainer.state.log_history if count_key in entry]
-    if final_metrics is not None:
-        history.append(final_metrics)
+    """Whether the run of `trainer` collapsed: its evaluations during training ended collapsed
+    (`collapse_findings`), or the model it keeps (`final_metrics`, its validation scores) predicts one class. Then a
+    loud WARNING naming what happened and what to try, and the finding for the results; None otherwise (a run that
+    recovered from constant predictions gets a one-line warning only)."""
+    history = [entry for entry in training_log(trainer.state.log_history) if count_key in entry]
     findings = collapse_findings(history, count_key, num_classes)
-    if not findings:
-        return None
     kept_constant = final_metrics is not None and final_metrics.get(count_key) == 1
+    if kept_constant and not findings:
+        findings = ["the model it keeps predicts one class for every example of the validation split"]
+    if not findings:
+        recovered = recovered_epochs(history, count_key)
+        if recovered:
+            logger.warning(f"The predictions on the validation split were constant at epoch(s) {recovered} and "
+                           f"varied again later: a passing collapse, not where the run ended.")
+        return None
     learning_rate = trainer.args.learning_rate
-    always_constant = all(entry.get(count_key) == 1 for entry in history)
+    always_constant = bool(history) and all(entry.get(count_key) == 1 for entry in history)
     advice = (f"Try a lower --learning_rate (this run's peak was {learning_rate:g}; e.g. {learning_rate / 3:.2g}), "
               f"or a longer warm-up (--warmup_steps)"
               + ("; as it predicted one class at every evaluation, more epochs may be what it needs." if always_constant
                  else "."))
     kept = ("The model this run keeps predicts one class on the validation split: its validation and test scores "
             "are those of a collapsed model, not a result." if kept_constant else
-            "The model this run keeps may predate the collapse (best-model selection), but the training did not "
+            "The model this run keeps predates the collapse (best-model selection), but the training did not "
             "converge: read its scores as those of a failed run.")
     summary = f"Training collapsed: {'; '.join(findings)}. {kept} {advice}"
     logger.warning("!" * 100 + f"\n{summary}\n" + "!" * 100)

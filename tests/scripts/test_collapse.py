@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from run_scripts import run_classification, run_ner
-from run_scripts.helpers.collapse import collapse_findings, distinct_predictions
+from run_scripts.helpers.collapse import (check_collapse, collapse_findings, distinct_predictions, recovered_epochs,
+                                         training_log)
 from script_data import TINY, data_dir  # noqa: F401 (data_dir: a fixture)
 
 
@@ -26,7 +27,7 @@ def test_a_collapse_once_the_learning_rate_peaked_is_found_twice_over():
     assert found[0] == ("the predictions on the validation split are constant (one class for every example) at "
                         "epoch(s) 2, 3")
     assert found[1].startswith(f"the validation loss came back to the uniform level ln 2 = {math.log(2):.4f} "
-                               "(0.6931 at epoch 2) after it had been down to 0.5200")
+                               "(0.6932 at epoch 3) after it had been down to 0.5200")
 
 
 @pytest.mark.parametrize("evaluations, expected", [
@@ -35,9 +36,25 @@ def test_a_collapse_once_the_learning_rate_peaked_is_found_twice_over():
     (((1, 1.0986, 1), (2, 1.0986, 1)), 1),  # one class all along: constant predictions
     (((1, 0.9, 3), (2, 1.09, 3)), 1),  # back within 3% of ln 3 with varied predictions
     (((1, 0.9, 3), (2, 1.2, 3)), 0),  # worse than uniform, but not at it: overfitting, not a collapse
+    (((1, 1.0986, 1), (2, 0.8, 3), (3, 0.7, 3)), 0),  # one class until it learned: no collapse
+    (((1, 0.6, 3), (2, 1.0986, 1), (3, 0.5, 3)), 0),  # a dip into one class, then better than before: recovered
+    (((1, 0.9, 3), (2, 1.09, 3), (3, 1.3, 3)), 0),  # passing ln 3 on its way up: overfitting
 ])
 def test_the_detector_tells_a_collapse_from_a_run_that_learns_or_never_did(evaluations, expected):
     assert len(collapse_findings(history(*evaluations), "eval_predicted_classes", 3)) == expected
+
+
+def test_a_recovered_dip_is_told_apart_from_one_class_before_learning():
+    assert recovered_epochs(history((1, 0.6, 2), (2, 0.69, 1), (3, 0.69, 1), (4, 0.5, 2)),
+                            "eval_predicted_classes") == "2, 3"
+    assert recovered_epochs(history((1, 0.6, 2), (2, 0.69, 1)), "eval_predicted_classes") is None  # did not recover
+    assert recovered_epochs(history((1, 0.6, 2), (2, 0.5, 2)), "eval_predicted_classes") is None
+
+
+def test_the_evaluations_of_the_kept_model_after_training_are_not_read_as_its_end():
+    log = [*history((1, 0.52, 2), (2, 0.6931, 1)), {"train_runtime": 10.0, "epoch": 2},
+           {"epoch": 2, "eval_loss": 0.52, "eval_predicted_classes": 2}]
+    assert training_log(log) == log[:2] and training_log(log[:2]) == log[:2]
 
 
 def test_without_a_class_count_only_constant_predictions_count():
@@ -84,3 +101,22 @@ def test_a_tagger_that_tags_every_word_alike_is_a_warning_in_its_card(data_dir, 
                             "--learning_rate", "10", "--per_device_train_batch_size", "4", *TINY])
     assert results["validation"]["eval_predicted_tags"] == 1 and results["collapse"]["kept_model_constant"]
     assert "## Warning: training collapsed" in (out / "README.md").read_text()
+
+
+def fake_trainer(*evaluations):
+    from types import SimpleNamespace
+
+    log = [*history(*evaluations), {"train_runtime": 1.0}]
+    return SimpleNamespace(state=SimpleNamespace(log_history=log), args=SimpleNamespace(learning_rate=1e-3))
+
+
+def test_a_run_is_flagged_by_where_it_ended_not_by_a_passing_dip(caplog):
+    kept = {"eval_loss": 0.5, "eval_predicted_classes": 2}
+    with caplog.at_level("WARNING", logger="run_scripts"):
+        assert check_collapse(fake_trainer((1, 0.6, 2), (2, 0.69, 1), (3, 0.5, 2)), kept,
+                              "eval_predicted_classes", 2) is None
+    assert "constant at epoch(s) 2 and varied again later" in caplog.text and "Training collapsed" not in caplog.text
+    ended = check_collapse(fake_trainer((1, 0.5, 2), (2, 0.6931, 1), (3, 0.6931, 1)), kept,
+                           "eval_predicted_classes", 2)
+    assert not ended["kept_model_constant"] and "predates the collapse" in ended["summary"]
+    assert "constant (one class for every example) at epoch(s) 2, 3" in ended["summary"]
