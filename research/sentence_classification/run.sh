@@ -5,7 +5,8 @@
 # with the encoder fine-tuned.
 # Splits come from research/sentence_classification/make_splits.py (outputs/sentence_splits/DATASET/). A finished run
 # (its all_results_summary.json exists) is skipped; a killed one resumes from its last epoch checkpoint. Frozen
-# sentence vectors are cached in outputs/sentence_cache, shared by every run. One torch thread, nice 10. RUN replaces
+# sentence vectors are cached in outputs/sentence_cache, shared by every run. The comparison's peak learning rate,
+# 1e-3, unless a flag says otherwise (the script's own default is lower). One torch thread, nice 10. RUN replaces
 # the python command (default: python run_scripts/run_sentence_classification.py).
 set -u
 dataset=$1; heads=$2; seeds=$3; mode=${4:-frozen}; shift 4 || shift $#
@@ -26,7 +27,8 @@ for seed in $seeds; do
     echo "$(date -u +%FT%TZ) start $out ${resume[*]}"
     nice -n 10 ${RUN:-python run_scripts/run_sentence_classification.py} --head "$head" "${freeze[@]}" "${start[@]}" \
       --train_file "$splits/train.jsonl" --validation_file "$splits/dev.jsonl" "${test[@]}" \
-      --seed "$seed" --output_dir "$out" --embedding_cache_dir outputs/sentence_cache "${resume[@]}" "$@" \
+      --seed "$seed" --output_dir "$out" --embedding_cache_dir outputs/sentence_cache "${resume[@]}" \
+      --learning_rate 1e-3 "$@" \
       > "$out.log" 2>&1 || echo "$(date -u +%FT%TZ) FAILED $out (see $out.log)"
     echo "$(date -u +%FT%TZ) end $out"
   done

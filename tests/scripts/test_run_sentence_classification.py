@@ -240,3 +240,12 @@ def test_a_forced_collapse_is_a_warning_in_the_card(data, tmp_path):
     card = (tmp_path / "collapsed" / "README.md").read_text()
     assert card.index("## Warning: training collapsed") < card.index("## Test results")
     assert "Try a lower --learning_rate" in card
+
+
+def test_the_default_learning_rate_is_the_one_chosen_on_dev_and_a_flag_overrides_it(tmp_path):
+    """2e-4 (research/sentence_classification/README.md): at 1e-3 RAN over sentences collapsed on IMDB's dev."""
+    from run_scripts.run_sentence_classification import parse_job_arguments
+
+    _, _, default = parse_job_arguments(["--head", "ran", "--output_dir", str(tmp_path)])
+    _, _, flagged = parse_job_arguments(["--head", "ran", "--output_dir", str(tmp_path), "--learning_rate", "1e-3"])
+    assert default.learning_rate == 2e-4 and flagged.learning_rate == 1e-3
