@@ -40,13 +40,25 @@ def _epochs(entries: Sequence[dict]) -> str:
     return ", ".join(f"{epoch:g}" for epoch in epochs) if epochs else "the final evaluation"
 
 
+def fell_back_to_chance(history: Sequence[dict], num_classes: int, accuracy_key: str) -> bool:
+    """Whether the last evaluation's accuracy fell at least halfway back from the run's best to chance (1 / K); True
+    when accuracy is not logged. An overfitting model's validation loss can pass ln K while it still classifies
+    well (confidently right on most examples, very wrong on a few); a collapsed one's accuracy is gone."""
+    accuracies = [float(e[accuracy_key]) for e in history if e.get(accuracy_key) is not None]
+    if history[-1].get(accuracy_key) is None or not accuracies:
+        return True
+    chance = 1 / num_classes
+    return accuracies[-1] <= chance + (max(accuracies) - chance) / 2
+
+
 def collapse_findings(history: Sequence[dict], count_key: str, num_classes: int | None,
-                      loss_key: str = "eval_loss") -> list[str]:
+                      loss_key: str = "eval_loss", accuracy_key: str = "eval_accuracy") -> list[str]:
     """What in a run's validation evaluations (`history`, in order; each a dict of metrics with its `epoch`) says
     it ended collapsed: its last evaluation predicts one class for every example (`count_key`, the number of distinct
     predictions, is 1; the findings name the epochs since the predictions became constant), or, for single-label
     classification into `num_classes` classes (None: not checked), its validation cross-entropy is back at the
-    level of a uniform guess, ln K (within `UNIFORM_LOSS_TOLERANCE`), after it had been lower. Empty when the last
+    level of a uniform guess, ln K (within `UNIFORM_LOSS_TOLERANCE`), after it had been lower, with its accuracy
+    gone too (`fell_back_to_chance`). Empty when the last
     evaluation shows neither: a run whose predictions were constant for a while and then varied again recovered
     (`recovered_epochs`), and a loss that passes ln K on its way up is overfitting."""
     if not history:
@@ -60,7 +72,8 @@ def collapse_findings(history: Sequence[dict], count_key: str, num_classes: int 
     if num_classes is not None and history[-1].get(loss_key) is not None and len(losses) > 1:
         uniform = math.log(num_classes)
         tolerance, last, lowest = UNIFORM_LOSS_TOLERANCE * uniform, losses[-1], min(losses[:-1])
-        if abs(last - uniform) <= tolerance and lowest < uniform - tolerance:
+        if abs(last - uniform) <= tolerance and lowest < uniform - tolerance and fell_back_to_chance(
+                history, num_classes, accuracy_key):
             findings.append(f"the validation loss came back to the uniform level ln {num_classes} = {uniform:.4f} "
                             f"({last:.4f} at epoch {_epochs(history[-1:])}) after it had been down to {lowest:.4f}")
     return findings

@@ -44,6 +44,15 @@ def test_the_detector_tells_a_collapse_from_a_run_that_learns_or_never_did(evalu
     assert len(collapse_findings(history(*evaluations), "eval_predicted_classes", 3)) == expected
 
 
+def test_a_loss_at_ln_k_with_the_accuracy_kept_is_overfitting_not_a_collapse():
+    """Two classes: the loss climbs back through ln 2 = 0.693 as the model grows confident, accuracy stays 0.85."""
+    evaluations = [{"epoch": e, "eval_loss": loss, "eval_accuracy": accuracy, "eval_predicted_classes": 2}
+                   for e, loss, accuracy in ((1, 0.43, 0.82), (2, 0.33, 0.87), (3, 0.70, 0.85))]
+    assert collapse_findings(evaluations, "eval_predicted_classes", 2) == []
+    evaluations[-1]["eval_accuracy"] = 0.55  # most of the way back to chance (0.5): collapsed
+    assert "uniform level ln 2" in collapse_findings(evaluations, "eval_predicted_classes", 2)[0]
+
+
 def test_a_recovered_dip_is_told_apart_from_one_class_before_learning():
     assert recovered_epochs(history((1, 0.6, 2), (2, 0.69, 1), (3, 0.69, 1), (4, 0.5, 2)),
                             "eval_predicted_classes") == "2, 3"
