@@ -58,9 +58,9 @@ def collapse_findings(history: Sequence[dict], count_key: str, num_classes: int 
     predictions, is 1; the findings name the epochs since the predictions became constant), or, for single-label
     classification into `num_classes` classes (None: not checked), its validation cross-entropy is back at the
     level of a uniform guess, ln K (within `UNIFORM_LOSS_TOLERANCE`), after it had been lower, with its accuracy
-    gone too (`fell_back_to_chance`). Empty when the last
-    evaluation shows neither: a run whose predictions were constant for a while and then varied again recovered
-    (`recovered_epochs`), and a loss that passes ln K on its way up is overfitting."""
+    gone too (`fell_back_to_chance`). Empty when the last evaluation shows neither: a run whose predictions were
+    constant for a while and then varied again recovered (`recovered_epochs`), and a loss that passes ln K on its
+    way up is overfitting."""
     if not history:
         return []
     findings = []
@@ -118,8 +118,8 @@ def check_collapse(trainer, final_metrics: dict | None, count_key: str, num_clas
                  else "."))
     kept = ("The model this run keeps predicts one class on the validation split: its validation and test scores "
             "are those of a collapsed model, not a result." if kept_constant else
-            "The model this run keeps predates the collapse (best-model selection), but the training did not "
-            "converge: read its scores as those of a failed run.")
+            "The model this run keeps may predate the collapse (best-model selection), but the training ended "
+            "collapsed: read its scores as those of a failed run.")
     summary = f"Training collapsed: {'; '.join(findings)}. {kept} {advice}"
     logger.warning("!" * 100 + f"\n{summary}\n" + "!" * 100)
     return {"findings": findings, "kept_model_constant": kept_constant, "advice": advice, "summary": summary}
