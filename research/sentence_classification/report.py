@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from run_scripts.helpers.collapse import collapse_findings, training_log
+from run_scripts.helpers.collapse import run_findings
 
 
 HERE = Path(__file__).resolve().parent
@@ -48,11 +48,10 @@ def run_record(folder: Path) -> dict | None:
 def ended_collapsed(folder: Path, state: dict, results: dict) -> bool:
     """Whether the run ended collapsed or keeps a one-class model, judged from its evaluations by the scripts' own
     detector (`run_scripts.helpers.collapse`), so that runs of every version of the detector are judged alike."""
-    history = [e for e in training_log(state.get("log_history", [])) if "eval_predicted_classes" in e]
     config = json.loads((folder / "config.json").read_text()) if (folder / "config.json").is_file() else {}
-    kept_constant = results.get("eval", {}).get("eval_predicted_classes") == 1
-    return kept_constant or bool(collapse_findings(history, "eval_predicted_classes", len(config.get("id2label", {}))
-                                                   or None))
+    _, findings, _ = run_findings(state.get("log_history", []), results.get("eval"), "eval_predicted_classes",
+                                  len(config.get("id2label", {})) or None)
+    return bool(findings)
 
 
 def table(records: list[dict]) -> str:

@@ -94,16 +94,25 @@ def training_log(log_history: Sequence[dict]) -> Sequence[dict]:
     return log_history[: ends[-1]] if ends else log_history
 
 
+def run_findings(log_history: Sequence[dict], final_metrics: dict | None, count_key: str,
+                 num_classes: int | None) -> tuple[list[dict], list[str], bool]:
+    """A finished run judged from Trainer's `log_history` and the kept model's validation scores (`final_metrics`):
+    its evaluations during training, the findings that it ended collapsed (`collapse_findings`, or a kept model that
+    predicts one class), and whether the kept model does."""
+    history = [entry for entry in training_log(log_history) if count_key in entry]
+    findings = collapse_findings(history, count_key, num_classes)
+    kept_constant = final_metrics is not None and final_metrics.get(count_key) == 1
+    if kept_constant and not findings:
+        findings = ["the model it keeps predicts one class for every example of the validation split"]
+    return history, findings, kept_constant
+
+
 def check_collapse(trainer, final_metrics: dict | None, count_key: str, num_classes: int | None) -> dict | None:
     """Whether the run of `trainer` collapsed: its evaluations during training ended collapsed
     (`collapse_findings`), or the model it keeps (`final_metrics`, its validation scores) predicts one class. Then a
     loud WARNING naming what happened and what to try, and the finding for the results; None otherwise (a run that
     recovered from constant predictions gets a one-line warning only)."""
-    history = [entry for entry in training_log(trainer.state.log_history) if count_key in entry]
-    findings = collapse_findings(history, count_key, num_classes)
-    kept_constant = final_metrics is not None and final_metrics.get(count_key) == 1
-    if kept_constant and not findings:
-        findings = ["the model it keeps predicts one class for every example of the validation split"]
+    history, findings, kept_constant = run_findings(trainer.state.log_history, final_metrics, count_key, num_classes)
     if not findings:
         recovered = recovered_epochs(history, count_key)
         if recovered:
