@@ -3,27 +3,28 @@
 against ModernBERT, Longformer, BigBird and BERT, a profile of RAN's training step, generation against GPT-2, and a
 256k-token checkpointed training step.
 
-    python -m benchmarks.gpu_suite --out DIR                 # the device call (bf16, base size, 230 s)
+    python -m benchmarks.gpu_suite --out DIR                 # the device call (bf16, base size, 420 s)
     python -m benchmarks.gpu_suite --scale tiny --out DIR    # the same call on CPU at tiny sizes (rehearsal)
     python benchmarks/gpu_report.py DIR docs/benchmark_gpu   # DIR/results.json -> table.md and plots
 
 Parts, each with a time cap (`--caps`) inside one overall budget (`--budget-s`), run in the order `--parts` gives
-(default: the scale's call, `env optimise speed pytest`); a part that does not fit is marked in the results, never
-silently left out:
+(default: the scale's call, `env optimise speed pytest profile`); a part that does not fit is marked in the results,
+never silently left out:
 
   env          device, versions, the measured bf16 matmul peak (8192^3 products, CUDA events, median of 10)
   optimise     RAN with each `chain_implementation` ("cuda_graphs", "compiled", "eager") in one process: outputs
                and gradients against eager's, then forward and training step at 8k and 32k (batch 1)
   speed        RAN, ModernBERT (sdpa), Longformer, BigBird and BERT over 512-token chunks (default: ModernBERT and
-               Longformer, training step at 32k) with `--tokens-per-step` tokens per step (batch = tokens / length,
+               Longformer at 8k and 32k, batch 1) with `tokens_per_step` tokens per step (batch = tokens / length,
                at least 1): forward and a training step (forward, loss, backward, AdamW), bf16 autocast; tokens/s
                and peak memory; a series stops at out-of-memory or when the next length is projected past
                `max_call_s`
   pytest       `RAN_TEST_DEVICE=cuda` over the model tests (`-x`, a per-test timeout, SIGINT before the part's cap)
   checks       bf16 autocast forward and backward against fp32 (relative errors, stated tolerances); finite outputs
                at 32k and 131k tokens and, forward and backward, on a batch with an all-pad row
-  profile      torch.profiler over one training step of RAN at 32k and 8k: device time split into embedding,
-               projections, cell chain, window attention, memory review, layer glue, loss and optimizer
+  profile      torch.profiler over one training step of RAN (default: at 32k, the chain compiled): device time
+               split into embedding, projections, cell chain, window attention, memory review, layer glue, loss
+               and optimizer
   generation   ms per token and cache bytes at 1k, 32k and 128k of context, RAN against GPT-2 of the same size
   long_train   one training step of RAN at 256k tokens with gradient checkpointing: peak memory, seconds
 
@@ -84,7 +85,11 @@ TOLERANCES = dict(last_hidden_state=5e-2, pooler_output=5e-2, gradients=1e-1)
 # The default call at each scale runs `parts` in that order, each inside its cap (seconds), the whole inside
 # `budget_s`. A worker process needs 16-21 s on the device before its first result (imports, a base-size model on the
 # GPU, the first CUDA calls; measured on an H100 in the call at 3d19c15), so every part's cap covers that start.
-# The base call fits one device command of at most 300 s: about 60 s of unpacking and CUDA start, then 230 s.
+# The base call fits one device command of at most 500 s (about 60 s of unpacking and CUDA start, then 420 s), so
+# that a 15-minute device session keeps time for a shorter second call. It measures like with like in one process
+# tree: RAN with every chain implementation (optimise) and its peers (speed) at 8k and 32k, batch 1 at both lengths
+# (`tokens_per_step` 8192), then the CUDA model tests, then a profile of RAN's training step at 32k with the chain
+# compiled, the implementation shipped for speed.
 # the chains the optimise part compares, in the order it runs them at each length: the newest first, so that a call
 # cut short loses the rows earlier calls measured (the 32k eager training step takes about 9 s on an H100)
 OPTIMISE_VARIANTS = ["cuda_graphs", "compiled", "eager"]
@@ -92,26 +97,28 @@ SCALES = {
     # the device call: base size, bf16
     "base": dict(size=dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
                            attention_head_size=64, window_size=256, min_window_size=16),
-                 parts=["env", "optimise", "speed", "pytest"], speed_models=["modernbert", "longformer"],
-                 speed_modes=["train"], lengths=[32768], tokens_per_step=32768, profile_lengths=[32768, 8192],
+                 parts=["env", "optimise", "speed", "pytest", "profile"], speed_models=["modernbert", "longformer"],
+                 speed_modes=["forward", "train"], lengths=[8192, 32768], tokens_per_step=8192,
+                 profile_lengths=[32768],
                  nan_lengths=[32768, 131072], check_length=4096, contexts=[1024, 32768, 131072], decode_tokens=32,
                  prefill_chunk=4096, long_length=262144, optimise_lengths=[8192, 32768], optimise_batch_size=1,
-                 matmul_size=8192, max_call_s=8.0, max_case_s=6.0, warmup=1, repeats=3, budget_s=230,
+                 matmul_size=8192, max_call_s=8.0, max_case_s=6.0, warmup=1, repeats=3, budget_s=420,
                  pytest_timeout=30, pytest_files=PYTEST_FILES, pytest_select="not flex",
-                 compile_backend="inductor", ran_chain="eager", optimise_variants=OPTIMISE_VARIANTS,
-                 caps=dict(env=10, optimise=100, speed=60, pytest=60, checks=40, profile=95, generation=60,
+                 compile_backend="inductor", ran_chain="compiled", optimise_variants=OPTIMISE_VARIANTS,
+                 caps=dict(env=10, optimise=180, speed=80, pytest=60, checks=40, profile=90, generation=60,
                            long_train=100)),
     # the rehearsal: the same code path at tiny sizes, seconds on a CPU (the optimise lengths give 8 and 16 windows,
     # whole blocks of the compiled chain, as the base lengths' 32 and 128 do)
     "tiny": dict(size=dict(vocab_size=101, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                            attention_head_size=16, window_size=16, min_window_size=4),
-                 parts=["env", "optimise", "speed", "pytest"], speed_models=["modernbert", "longformer"],
-                 speed_modes=["train"], lengths=[256], tokens_per_step=256, profile_lengths=[256, 128],
+                 parts=["env", "optimise", "speed", "pytest", "profile"], speed_models=["modernbert", "longformer"],
+                 speed_modes=["forward", "train"], lengths=[128, 256], tokens_per_step=128,
+                 profile_lengths=[256],
                  nan_lengths=[256, 1024], check_length=96, contexts=[16, 64, 256], decode_tokens=3,
                  prefill_chunk=64, long_length=512, optimise_lengths=[128, 256], optimise_batch_size=1,
                  matmul_size=256, max_call_s=20.0, max_case_s=2.0, warmup=1, repeats=2, budget_s=1200,
                  pytest_timeout=60, pytest_files=["tests/model/test_parity.py"], pytest_select="directory_loads",
-                 compile_backend="aot_eager", ran_chain="eager", optimise_variants=OPTIMISE_VARIANTS,
+                 compile_backend="aot_eager", ran_chain="compiled", optimise_variants=OPTIMISE_VARIANTS,
                  caps=dict(env=60, optimise=120, speed=240, pytest=120, checks=90, profile=90, generation=90,
                            long_train=60)),
 }
@@ -300,12 +307,14 @@ def _ran_model(spec: dict, causal: bool = False, chain: str | None = None):
     import torch
     from ran_hf import RANConfig, RANForCausalLM, RANModel
 
-    size = spec["size"]
+    size, chain = spec["size"], chain or spec.get("ran_chain", "eager")
+    if chain != "eager":
+        use_compile_settings(spec)
     config = RANConfig(**{k: size[k] for k in ("vocab_size", "hidden_size", "num_hidden_layers",
                                                  "num_attention_heads", "attention_head_size", "window_size",
                                                  "min_window_size")},
                        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-                       chain_implementation=chain or spec.get("ran_chain", "eager"))
+                       chain_implementation=chain)
     torch.manual_seed(0)
     return (RANForCausalLM if causal else RANModel)(config)
 
@@ -569,13 +578,18 @@ def install_profile_ranges(model) -> tuple[list, list[str]]:
     def attach(module, category):
         stack = []
 
+        # a compiled chain traces the hooks of the modules it calls: there they open no range (the chain's own
+        # range, from its entry point, covers them)
         def pre(_module, _args):
+            if torch.compiler.is_compiling():
+                return
             context = torch.profiler.record_function(RANGE_PREFIX + category)
             context.__enter__()
             stack.append(context)
 
         def post(_module, _args, _output):
-            stack.pop().__exit__(None, None, None)
+            if not torch.compiler.is_compiling():
+                stack.pop().__exit__(None, None, None)
 
         handles.append(module.register_forward_pre_hook(pre))
         handles.append(module.register_forward_hook(post))
@@ -800,7 +814,8 @@ def worker_profile(spec: dict) -> None:
     last = None  # (windows per row, seconds the last length's profile took); the longest length comes first
     for length in spec["profile_lengths"]:
         batch = max(1, spec["tokens_per_step"] // length)
-        row = dict(kind="profile", model="ran", seq_len=length, batch_size=batch, dtype=spec["dtype"])
+        row = dict(kind="profile", model="ran", seq_len=length, batch_size=batch, dtype=spec["dtype"],
+                   chain_implementation=model.config.chain_implementation)
         windows = length / spec["size"]["window_size"]
         projected = last[1] * windows / last[0] if last else 0.0  # events grow with the windows per row
         if time.time() + projected > spec["deadline"]:
@@ -1350,10 +1365,10 @@ def main(argv=None):
     parser.add_argument("--dtype", choices=("bf16", "fp32"), default=None,
                         help="default: bf16 on CUDA, fp32 on CPU")
     parser.add_argument("--budget-s", type=float, default=None,
-                        help="the whole call's time budget (default: 230 s at the base scale, 1200 s tiny)")
+                        help="the whole call's time budget (default: 420 s at the base scale, 1200 s tiny)")
     parser.add_argument("--parts", nargs="+", choices=PARTS, default=None,
                         help="the parts to run, in this order (default: the scale's call, e.g. env optimise speed "
-                             "pytest)")
+                             "pytest profile)")
     parser.add_argument("--models", nargs="+", choices=SPEED_MODELS, default=None,
                         help="the speed part's models (default: the scale's, e.g. modernbert longformer)")
     parser.add_argument("--modes", nargs="+", choices=("forward", "train"), default=None,
