@@ -233,6 +233,7 @@ def _torch_setup(spec: dict):
     if spec["device"] == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
+    use_compile_settings(spec)
     return torch
 
 
@@ -307,14 +308,12 @@ def _ran_model(spec: dict, causal: bool = False, chain: str | None = None):
     import torch
     from ran_hf import RANConfig, RANForCausalLM, RANModel
 
-    size, chain = spec["size"], chain or spec.get("ran_chain", "eager")
-    if chain != "eager":
-        use_compile_settings(spec)
+    size = spec["size"]
     config = RANConfig(**{k: size[k] for k in ("vocab_size", "hidden_size", "num_hidden_layers",
                                                  "num_attention_heads", "attention_head_size", "window_size",
                                                  "min_window_size")},
                        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-                       chain_implementation=chain)
+                       chain_implementation=chain or spec.get("ran_chain", "eager"))
     torch.manual_seed(0)
     return (RANForCausalLM if causal else RANModel)(config)
 
@@ -461,8 +460,6 @@ def worker_speed(spec: dict) -> None:
     out-of-memory, failure or projected overrun; the other mode goes on."""
     torch = _torch_setup(spec)
     device, name = spec["device"], spec["model"]
-    if name == "ran":
-        use_compile_settings(spec)
     model = build_speed_model(name, spec["size"], max(spec["lengths"]), spec.get("ran_chain", "eager")).to(device)
     extra = _model_extra(name, model)
     params = sum(p.numel() for p in model.parameters())
@@ -981,9 +978,10 @@ def worker_long_train(spec: dict) -> None:
 
 
 def use_compile_settings(spec: dict) -> None:
-    """Point `chain_implementation="compiled"` (blocks of windows, and single windows for the rest) at a compile
-    with the spec's backend and mode when they are not the shipped ones (inductor, default mode): `aot_eager` in the
-    CPU rehearsal, `--compile-mode reduce-overhead` to try CUDA graphs (one graph replay per block)."""
+    """Part of every worker's setup: point `chain_implementation="compiled"` (blocks of windows, and single windows
+    for the rest) at a compile with the spec's backend and mode when they are not the shipped ones (inductor, default
+    mode): `aot_eager` in the CPU rehearsal, `--compile-mode reduce-overhead` to try CUDA graphs (one graph replay
+    per block)."""
     if spec["compile_backend"] == "inductor" and not spec.get("compile_mode"):
         return
     import torch
@@ -1043,7 +1041,6 @@ def worker_optimise(spec: dict) -> None:
 
     device = spec["device"]
     sync = _sync(torch, device)
-    use_compile_settings(spec)
     if device != "cuda" and "cuda_graphs" in spec["optimise_variants"]:  # the rehearsal: captures emulated
         from benchmarks import static_replay
 

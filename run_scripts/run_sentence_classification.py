@@ -29,10 +29,11 @@ class of the training labels.
 
 Training: AdamW (weight decay 0.01) at a peak lr of 2e-4 for `--head ran` and 1e-3 for `--head aose`
 (`HEAD_LEARNING_RATES`, chosen on the dev splits of Hyperpartisan, IMDB and 20 Newsgroups), batches of 8 documents
-grouped by number of sentences, linear warm-up over 2% of the steps (one epoch of the 50), linear decay; evaluation every epoch, early stopping after
-`--early_stopping_patience` (5) epochs without a better validation macro-F1, at most 50 epochs; the best epoch is
-kept. With no data file the job is the Hyperpartisan by-article data shipped in `run_scripts/data/hyperpartisan/`
-(title and text; a stratified 10% of the training split held out for validation; the official test split):
+grouped by number of sentences, linear warm-up over 2% of the steps (one epoch of the 50), linear decay; evaluation
+every epoch, early stopping after `--early_stopping_patience` (5) epochs without a better validation macro-F1, at
+most 50 epochs; the best epoch is kept. With no data file the job is the Hyperpartisan by-article data shipped in
+`run_scripts/data/hyperpartisan/` (title and text; a stratified 10% of the training split held out for validation;
+the official test split):
 
     python run_scripts/run_sentence_classification.py --head ran
 
@@ -57,7 +58,6 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -115,8 +115,8 @@ logger = logging.getLogger("run_scripts")
 # IMDB, and at 2e-4 AoSE stalled on one class on Hyperpartisan.
 HEAD_LEARNING_RATES = {"aose": 1e-3, "ran": 2e-4}
 SCRIPT_DEFAULTS = trainer_defaults(
-    "outputs/sentence_classification", learning_rate=str(HEAD_LEARNING_RATES["aose"]), epochs="50", train_batch_size="8",
-    eval_batch_size="32", logging_steps="10", warmup="0.02", best_metric="macro_f1") + [
+    "outputs/sentence_classification", learning_rate=str(HEAD_LEARNING_RATES["aose"]), epochs="50",
+    train_batch_size="8", eval_batch_size="32", logging_steps="10", warmup="0.02", best_metric="macro_f1") + [
     "--remove_unused_columns", "False"]
 DEFAULT_JOB_ARGS = ["--train_file", DEFAULT_TRAIN_FILE, "--test_file", DEFAULT_TEST_FILE, "--text_column_name",
                     "title,text", "--class_names", DEFAULT_CLASS_NAMES, "--output_dir",
@@ -198,9 +198,8 @@ def parse_job_arguments(argv: list[str]) -> tuple:
     if not training_args.do_train and not model_args.model_name_or_path:
         raise ValueError("Evaluation or prediction without training needs a trained model: pass --model_name_or_path.")
     if flag_value(argv, "--learning_rate") is None:
-        head = model_args.head
-        if model_args.model_name_or_path:
-            head = json.loads((Path(model_args.model_name_or_path) / "config.json").read_text()).get("head", head)
+        head = (RANSentenceForSequenceClassification.config_class.from_pretrained(model_args.model_name_or_path).head
+                if model_args.model_name_or_path else model_args.head)
         training_args.learning_rate = HEAD_LEARNING_RATES[head]
         logger.info(f"--learning_rate {training_args.learning_rate:g}, the default of the {head} head.")
     return model_args, data_args, training_args

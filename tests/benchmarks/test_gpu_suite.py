@@ -68,9 +68,10 @@ def test_kernels_are_charged_to_their_ranges_and_backward_to_the_forward_range()
 
 
 def test_the_ranges_cover_a_real_ran_training_step():
-    """The hooks find RAN's submodules and the chain driver: every named part gets time, little is left over."""
+    """The hooks find RAN's submodules and the chain driver: every named part gets time, little is left over. The
+    eager chain, whose own modules' ranges open inside the chain's (the rehearsal profiles the compiled one)."""
     spec = dict(gpu_suite.SCALES["tiny"], device="cpu", dtype="fp32", threads=1)
-    model = gpu_suite._ran_model(spec).train()
+    model = gpu_suite._ran_model(spec, chain="eager").train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     ids = torch.randint(5, 101, (1, 96))
     remove, installed = gpu_suite.install_profile_ranges(model)
